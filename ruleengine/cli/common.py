@@ -1,0 +1,62 @@
+"""What every command shares: exit codes and turning errors into messages, not tracebacks."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable
+from typing import TypeVar
+
+import typer
+
+from ruleengine.errors import AutofusionError
+
+EXIT_OK = 0
+EXIT_FINDINGS = 1
+EXIT_ERROR = 2
+
+T = TypeVar("T")
+
+
+def fail(message: str, hint: str | None = None) -> typer.Exit:
+    """Print an error to stderr and return the Exit(2) to raise."""
+    typer.echo(f"error: {message}", err=True)
+    if hint:
+        typer.echo(f"  hint: {hint}", err=True)
+    return typer.Exit(EXIT_ERROR)
+
+
+def guarded(action: Callable[[], T]) -> T:
+    """Run a command body; known errors become a message and exit 2, never a traceback.
+
+    Set AUTOFUSION_DEBUG=1 to see the traceback of an unexpected error.
+    """
+    try:
+        return action()
+    except (typer.Exit, typer.Abort, SystemExit):
+        raise
+    except AutofusionError as exc:
+        typer.echo(f"error: {exc.message}", err=True)
+        for diag in exc.diagnostics:
+            where = f"{diag.location}: " if diag.location else ""
+            typer.echo(f"  {where}{diag.code} {diag.message}", err=True)
+            if diag.hint:
+                typer.echo(f"    hint: {diag.hint}", err=True)
+        raise typer.Exit(exc.exit_code) from None
+    except KeyboardInterrupt:
+        typer.echo("interrupted", err=True)
+        raise typer.Exit(130) from None
+    except Exception as exc:  # noqa: BLE001 - the last line of defence against tracebacks
+        if os.environ.get("AUTOFUSION_DEBUG"):
+            raise
+        typer.echo(
+            f"internal error: {type(exc).__name__}: {exc}\n"
+            "  hint: this is a bug in autofusion; rerun with AUTOFUSION_DEBUG=1 for the "
+            "traceback and report it",
+            err=True,
+        )
+        raise typer.Exit(EXIT_ERROR) from None
+
+
+def stdout_is_terminal() -> bool:
+    return sys.stdout.isatty()

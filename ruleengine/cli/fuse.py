@@ -1,0 +1,1 @@
+"""The compile-time command: fuse."""

@@ -1,0 +1,1 @@
+"""Rule library commands: rules list."""

@@ -1,0 +1,1 @@
+"""Rule-author commands: verify, check, rule-codes, convert."""

@@ -1,0 +1,1 @@
+"""Matching commands: match, explain-rule."""

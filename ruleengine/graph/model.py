@@ -1,0 +1,113 @@
+"""The immutable graph view every later stage reads. Only the graph loader reads ONNX."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
+
+# ONNX dtype name (lower-case, as onnx.helper.tensor_dtype_to_np_dtype names it) -> bytes.
+DTYPE_SIZES: Mapping[str, int] = MappingProxyType(
+    {
+        "float32": 4,
+        "float16": 2,
+        "bfloat16": 2,
+        "float64": 8,
+        "int8": 1,
+        "uint8": 1,
+        "int16": 2,
+        "uint16": 2,
+        "int32": 4,
+        "uint32": 4,
+        "int64": 8,
+        "uint64": 8,
+        "bool": 1,
+        "complex64": 8,
+        "complex128": 16,
+        "float8e4m3fn": 1,
+        "float8e4m3fnuz": 1,
+        "float8e5m2": 1,
+        "float8e5m2fnuz": 1,
+        "int4": 1,
+        "uint4": 1,
+    }
+)
+
+Dim = int | str | None  # a static size, a symbolic name, or unknown
+
+
+@dataclass(frozen=True)
+class Tensor:
+    name: str
+    dtype: str | None = None  # e.g. "float32"; None when unknown
+    shape: tuple[Dim, ...] | None = None  # None when the rank is unknown
+    producer: str | None = None  # node name; None for graph inputs and initializers
+    producer_port: int | None = None
+    consumers: tuple[tuple[str, int], ...] = ()  # (node name, input port)
+    is_initializer: bool = False
+    is_constant: bool = False  # initializer or output of a Constant node
+    is_graph_input: bool = False
+    is_graph_output: bool = False
+    # Small constant values (scalars / short vectors) for param checks; None otherwise.
+    const_value: tuple[Any, ...] | None = None
+
+    @property
+    def is_static(self) -> bool:
+        return self.shape is not None and all(isinstance(d, int) for d in self.shape)
+
+    @property
+    def numel(self) -> int | None:
+        if not self.is_static:
+            return None
+        n = 1
+        for d in self.shape or ():
+            n *= int(d)  # type: ignore[arg-type]
+        return n
+
+    @property
+    def nbytes(self) -> int | None:
+        """Bytes the tensor occupies in HBM, or None when dtype or shape are unknown."""
+        n = self.numel
+        size = DTYPE_SIZES.get(self.dtype or "")
+        if n is None or size is None:
+            return None
+        return n * size
+
+
+@dataclass(frozen=True)
+class Node:
+    name: str  # unique; generated stably (``<op_type>_<index>``) when the model has none
+    op_type: str
+    domain: str = ""
+    inputs: tuple[str, ...] = ()  # "" for an omitted optional input
+    outputs: tuple[str, ...] = ()
+    attributes: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+    index: int = 0  # position in a topological order
+    opaque: bool = False  # has a subgraph (If/Loop/Scan) or an unknown domain
+
+
+@dataclass(frozen=True)
+class Graph:
+    name: str
+    nodes: tuple[Node, ...]  # topological order
+    tensors: Mapping[str, Tensor]
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+    opset: int
+    model_path: str | None = None
+    bound_dims: Mapping[str, int] = field(default_factory=lambda: MappingProxyType({}))
+    unbound_dims: tuple[str, ...] = ()
+    opaque_nodes: tuple[str, ...] = ()
+    _node_index: Mapping[str, Node] = field(default_factory=lambda: MappingProxyType({}))
+
+    def node(self, name: str) -> Node:
+        if self._node_index:
+            return self._node_index[name]
+        for n in self.nodes:
+            if n.name == name:
+                return n
+        raise KeyError(name)
+
+    def tensor(self, name: str) -> Tensor:
+        return self.tensors[name]

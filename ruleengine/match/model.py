@@ -1,0 +1,53 @@
+"""Records produced by matching: every binding of a rule's ops to graph nodes."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One subgraph a rule matched. Overlapping candidates are all kept; solving picks."""
+
+    rule: str  # rule name
+    alternative: int  # which alternative of the rule matched (0 = match.ops)
+    # One entry per pattern op, in the rule's op order; an op that is a composite (e.g.
+    # Swish = x*Sigmoid(x)) or a repeat binds several nodes.
+    bindings: tuple[tuple[str, ...], ...]
+    inputs: tuple[str, ...]  # tensors read from outside the candidate, first-use order
+    outputs: tuple[str, ...]  # tensors produced inside and used outside (or graph outputs)
+
+    @property
+    def nodes(self) -> tuple[str, ...]:
+        """Node names in the rule's op order (each op's nodes in topological order)."""
+        return tuple(n for group in self.bindings for n in group)
+
+    @property
+    def node_set(self) -> frozenset[str]:
+        return frozenset(self.nodes)
+
+    @property
+    def key(self) -> tuple:
+        """Deterministic sort key."""
+        return (self.rule, self.nodes, self.alternative)
+
+
+@dataclass(frozen=True)
+class NearMiss:
+    """A structural match that a Python-side check rejected; kept so `explain` can say why.
+
+    ``code`` is a stable reason code, e.g. ``intermediate-escapes``, ``input-count``,
+    ``output-count``, ``param-mismatch`` (shape-computed params), ``dynamic-shape``.
+    """
+
+    candidate: Candidate
+    code: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class MatchResult:
+    candidates: tuple[Candidate, ...]  # sorted by Candidate.key
+    near_misses: tuple[NearMiss, ...] = ()
+    seconds: float = 0.0
+    facts: int = 0  # Datalog facts asserted

@@ -1,0 +1,169 @@
+"""Frozen rule records: what the rule loader produces and every later stage reads.
+
+No raw dicts survive loading. Values that YAML gave as lists become tuples, mappings
+become ``FrozenMap`` so a rule can be hashed and shared between stages safely.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from ruleengine.diagnostics.model import Location
+
+# A parameter value after loading: scalars, tuples of values, or nested FrozenMap.
+ParamValue = Any
+
+
+class FrozenMap(Mapping[str, Any]):
+    """An immutable, hashable, ordered mapping (keys keep the order of the YAML file)."""
+
+    __slots__ = ("_items", "_index")
+
+    def __init__(self, items: Mapping[str, Any] | tuple[tuple[str, Any], ...] = ()) -> None:
+        pairs = tuple(items.items()) if isinstance(items, Mapping) else tuple(items)
+        self._items = pairs
+        self._index = dict(pairs)
+
+    def __getitem__(self, key: str) -> Any:
+        return self._index[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return (k for k, _ in self._items)
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __hash__(self) -> int:
+        return hash(self._items)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, FrozenMap):
+            return self._items == other._items
+        return isinstance(other, Mapping) and dict(self._items) == dict(other)
+
+    def __repr__(self) -> str:
+        return f"FrozenMap({dict(self._items)!r})"
+
+
+SOURCE_TYPES = ("const_or_param", "const", "graph_input", "any")
+
+
+@dataclass(frozen=True)
+class InputSource:
+    """Where input ``port`` of a pattern op comes from: an earlier op, or a kind of tensor."""
+
+    port: int
+    from_op: int | None = None  # index into the same alternative's ops
+    output_idx: int = 0  # which output of ``from_op``
+    source_type: str | None = None  # one of SOURCE_TYPES
+    location: Location | None = None
+
+
+@dataclass(frozen=True)
+class OpPattern:
+    """One op of a match: a type (ONNX name, alias, or @class) and what must hold of it."""
+
+    index: int
+    type: str
+    params: FrozenMap = field(default_factory=FrozenMap)
+    param_locations: FrozenMap = field(default_factory=FrozenMap)  # key -> Location
+    min_inputs: int | None = None
+    max_inputs: int | None = None
+    # None: no input_sources written, so op i consumes the output of op i-1 (a chain).
+    input_sources: tuple[InputSource, ...] | None = None
+    output_names: tuple[str, ...] = ()
+    repeat_min: int = 1
+    repeat_max: int = 1
+    location: Location | None = None
+
+
+@dataclass(frozen=True)
+class MatchAlternative:
+    """One way a rule can match: ``match.ops`` is alternative 0, each branch follows."""
+
+    ops: tuple[OpPattern, ...]
+    location: Location | None = None
+
+
+@dataclass(frozen=True)
+class SubgraphSpec:
+    input_count_range: tuple[int, int] | None = None
+    output_count: int | None = None
+    allow_intermediate_outputs: bool = False
+
+
+@dataclass(frozen=True)
+class Constraint:
+    """A typed check on a candidate's real tensors. ``fields`` holds the type's own keys."""
+
+    type: str
+    fields: FrozenMap = field(default_factory=FrozenMap)
+    description: str | None = None
+    location: Location | None = None
+
+
+@dataclass(frozen=True)
+class RewriteInput:
+    from_op: int
+    output_idx: int = 0
+    input_port: int = 0
+    description: str | None = None
+    location: Location | None = None
+
+
+@dataclass(frozen=True)
+class Rewrite:
+    target_op: str
+    inputs: tuple[RewriteInput, ...] = ()
+    attributes: FrozenMap = field(default_factory=FrozenMap)
+    tensor_layout: str | None = None
+    kernel_config: FrozenMap = field(default_factory=FrozenMap)
+    location: Location | None = None
+
+
+@dataclass(frozen=True)
+class OutputSpec:
+    """The kernel spec handed to the downstream compiler, carried into the plan."""
+
+    kernel_name: str | None = None
+    file_path: str | None = None
+    compiler: str | None = None
+    build_config: FrozenMap = field(default_factory=FrozenMap)
+    debug_symbols: bool = False
+    gen_dot_graph: bool = False
+    dot_graph_path: str | None = None
+    location: Location | None = None
+
+
+@dataclass(frozen=True)
+class Rule:
+    name: str
+    alternatives: tuple[MatchAlternative, ...]
+    rewrite: Rewrite
+    version: str = "1.0"
+    priority: int = 0
+    scope: tuple[str, ...] = ()
+    description: str | None = None
+    enabled: bool = True
+    benefit_threshold: float = 0.0
+    subgraph: SubgraphSpec = field(default_factory=SubgraphSpec)
+    constraints: tuple[Constraint, ...] = ()
+    output: OutputSpec = field(default_factory=OutputSpec)
+    location: Location | None = None  # where the rule's document starts
+
+    @property
+    def ops(self) -> tuple[OpPattern, ...]:
+        """The primary alternative (``match.ops``)."""
+        return self.alternatives[0].ops
+
+
+@dataclass(frozen=True)
+class RuleSet:
+    """Loaded rules, in a deterministic order (by name), with where they came from."""
+
+    rules: tuple[Rule, ...] = ()
+
+    def by_name(self) -> dict[str, Rule]:
+        return {r.name: r for r in self.rules}
