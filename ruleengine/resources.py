@@ -18,7 +18,12 @@ def data_dir(kind: str) -> Path:
     """Directory of one kind of bundled data: schemas, rules, targets, ops or examples."""
     if kind not in _KINDS:
         raise ValueError(f"unknown bundled data kind {kind!r}; expected one of {_KINDS}")
-    for candidate in (_PACKAGE_DIR / "_bundled" / kind, _PACKAGE_DIR.parent / kind):
+    checkout = _PACKAGE_DIR.parent
+    # A checkout (or editable install) reads the live files; a wheel reads its copy.
+    search = (checkout / kind, _PACKAGE_DIR / "_bundled" / kind)
+    if not (checkout / "pyproject.toml").is_file():
+        search = search[::-1]
+    for candidate in search:
         if candidate.is_dir():
             return candidate
     raise FileNotFoundError(
