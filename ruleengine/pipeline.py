@@ -1,25 +1,37 @@
 """The one orchestrator: calls each stage with the previous stage's immutable output.
 
 load rules -> load graph -> match -> cost -> resolve  (``analyze``)
-                                         -> rewrite/emit  (see ``ruleengine.rewrite``)
+           -> group -> rewrite ONNX -> verify (safe mode: bisect) -> plan -> render (``fuse``)
+
+``fuse`` computes every output file in memory; ``write_outputs`` then writes them all
+atomically. Nothing here prints: progress goes to an optional callback.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ruleengine.cost.model import ScoredCandidate, Target
-from ruleengine.errors import UsageError
+from ruleengine.errors import GraphLoadError, UsageError
 from ruleengine.graph.model import Graph
-from ruleengine.match.model import Candidate
+from ruleengine.match.model import Candidate, MatchResult
 from ruleengine.resolve.model import Resolution
 from ruleengine.rules.model import RuleSet
+
+if TYPE_CHECKING:
+    import onnx
+
+    from ruleengine.rewrite.model import FusedGroup, Plan
 
 DEFAULT_TARGET = "ascend910b"
 DEFAULT_PRESET = "all"
 SOLVERS = ("exact", "greedy")
+
+Progress = Callable[[str], None]
 
 
 @dataclass(frozen=True)
@@ -29,9 +41,30 @@ class Analysis:
     rule_set: RuleSet
     graph: Graph
     target: Target
-    candidates: tuple[Candidate, ...]
+    match: MatchResult
     scored: tuple[ScoredCandidate, ...]
     resolution: Resolution
+    timings: tuple[tuple[str, float], ...] = field(default=())
+
+    @property
+    def candidates(self) -> tuple[Candidate, ...]:
+        return self.match.candidates
+
+
+@dataclass(frozen=True)
+class FuseResult:
+    """A finished fuse run, held in memory: nothing is written until ``write_outputs``."""
+
+    analysis: Analysis
+    plan: Plan
+    groups: tuple[FusedGroup, ...]  # the groups in the fused model (after safe mode)
+    fused_model: onnx.ModelProto
+    files: Mapping[str, bytes]  # path relative to OUTDIR -> bytes
+    model_path: Path
+
+    @property
+    def fused_name(self) -> str:
+        return next(k for k in self.files if k.endswith(".fused.onnx"))
 
 
 def select_rules(
@@ -52,6 +85,11 @@ def select_rules(
     return replace(rule_set, rules=keep)
 
 
+def _note(progress: Progress | None, message: str) -> None:
+    if progress is not None:
+        progress(message)
+
+
 def analyze(
     model: str | Path,
     rules: Sequence[str | Path] = (),
@@ -62,7 +100,15 @@ def analyze(
     dims: Mapping[str, int] | None = None,
     enable: Sequence[str] = (),
     disable: Sequence[str] = (),
+    benefit_threshold: float | None = None,
+    time_limit_s: float = 30.0,
+    progress: Progress | None = None,
+    _check_rules: Callable[[RuleSet], None] | None = None,
 ) -> Analysis:
+    """Load, match, cost and resolve: every decision, nothing rewritten.
+
+    ``benefit_threshold`` raises every rule's threshold to at least this value.
+    """
     from ruleengine.cost import load_target, score_candidates
     from ruleengine.graph import load_graph
     from ruleengine.match import find_candidates
@@ -73,10 +119,183 @@ def analyze(
         raise UsageError(f"unknown solver {solver!r}; choose one of {', '.join(SOLVERS)}")
     if not rules and preset is None:
         preset = DEFAULT_PRESET
+    timings: list[tuple[str, float]] = []
+    clock = time.perf_counter()
+
+    def lap(stage: str) -> None:
+        nonlocal clock
+        now = time.perf_counter()
+        timings.append((stage, now - clock))
+        clock = now
+
+    _note(progress, "loading rules")
     rule_set = select_rules(load_rule_set(rules, preset=preset), enable, disable)
+    if benefit_threshold is not None:
+        rule_set = replace(
+            rule_set,
+            rules=tuple(
+                replace(r, benefit_threshold=max(r.benefit_threshold, benefit_threshold))
+                for r in rule_set.rules
+            ),
+        )
+    if _check_rules is not None:
+        _check_rules(rule_set)
     tgt = target if isinstance(target, Target) else load_target(target)
+    lap("rules")
+    _note(progress, f"loading model {Path(model).name}")
     graph = load_graph(model, dims or {})
-    candidates = find_candidates(graph, rule_set)
-    scored = score_candidates(graph, candidates, rule_set, tgt)
-    resolution = resolve(graph, scored, solver=solver)
-    return Analysis(rule_set, graph, tgt, candidates, scored, resolution)
+    lap("graph")
+    _note(progress, f"matching {len(rule_set.rules)} rules on {len(graph.nodes)} nodes")
+    match = find_candidates(graph, rule_set)
+    lap("match")
+    _note(progress, f"costing {len(match.candidates)} candidates on {tgt.name}")
+    scored = score_candidates(graph, match, rule_set, tgt)
+    lap("cost")
+    _note(progress, f"resolving conflicts ({solver})")
+    resolution = resolve(graph, scored, solver=solver, time_limit_s=time_limit_s)
+    lap("resolve")
+    return Analysis(rule_set, graph, tgt, match, tuple(scored), resolution, tuple(timings))
+
+
+def fuse(
+    model: str | Path,
+    rules: Sequence[str | Path] = (),
+    *,
+    preset: str | None = None,
+    target: str | Target = DEFAULT_TARGET,
+    solver: str = "exact",
+    dims: Mapping[str, int] | None = None,
+    enable: Sequence[str] = (),
+    disable: Sequence[str] = (),
+    benefit_threshold: float | None = None,
+    verify: bool | None = None,
+    safe: bool = False,
+    inputs: str | Path | None = None,
+    seed: int = 0,
+    time_limit_s: float = 30.0,
+    progress: Progress | None = None,
+    corrupt_rules: Sequence[str] = (),
+) -> FuseResult:
+    """Decide, rewrite, verify and render a fused model; returns every output in memory.
+
+    ``verify`` defaults to on in safe mode and off otherwise. ``corrupt_rules`` is a
+    test-only hook (docs/fuse.md): those rules' function bodies are deliberately wrong.
+    """
+    import onnx
+
+    from ruleengine.rewrite import verify as verification
+    from ruleengine.rewrite.emit import render_files
+    from ruleengine.rewrite.onnx_rewrite import rewrite_model
+    from ruleengine.rewrite.plan import build_groups, build_plan, check_output_paths
+
+    path = Path(model)
+    do_verify = safe if verify is None else verify
+    if safe and verify is False:
+        raise UsageError("--safe needs verification; drop --no-verify")
+    analysis = analyze(
+        path,
+        rules,
+        preset=preset,
+        target=target,
+        solver=solver,
+        dims=dims,
+        enable=enable,
+        disable=disable,
+        benefit_threshold=benefit_threshold,
+        time_limit_s=time_limit_s,
+        progress=progress,
+        _check_rules=check_output_paths,
+    )
+    timings = list(analysis.timings)
+    clock = time.perf_counter()
+    graph = analysis.graph
+    try:
+        proto = onnx.load(str(path))
+    except Exception as exc:  # noqa: BLE001 - the graph loader already accepted this file
+        raise GraphLoadError(f"cannot read {path} for rewriting: {exc}") from None
+    groups = build_groups(graph, analysis.resolution.chosen, analysis.rule_set)
+    _note(progress, f"rewriting {len(groups)} groups")
+
+    def build(subset: Sequence[FusedGroup]) -> onnx.ModelProto:
+        return rewrite_model(proto, graph, subset, corrupt_rules=corrupt_rules)
+
+    fused = build(groups)
+    timings.append(("rewrite", time.perf_counter() - clock))
+    clock = time.perf_counter()
+
+    result_verification = None
+    dropped: tuple[FusedGroup, ...] = ()
+    if do_verify:
+        _note(progress, "verifying in onnxruntime")
+        if inputs is not None:
+            feeds = verification.load_inputs(inputs, proto)
+            source = Path(inputs).name
+        else:
+            feeds = verification.make_inputs(proto, seed=seed, dims=graph.bound_dims)
+            source = f"random (seed {seed})"
+        try:
+            reference = verification.run_model(path, feeds)
+        except Exception as exc:  # noqa: BLE001 - the original model itself does not run
+            raise UsageError(
+                f"onnxruntime cannot run the original model {path.name}: {verification._short(exc)}"
+            ) from None
+        result_verification = verification.verify(reference, fused, feeds, source)
+        runs = 1
+        if safe and not result_verification.ok and groups:
+
+            def passes(subset: Sequence[FusedGroup]) -> bool:
+                return verification.verify(reference, build(subset), feeds, source).ok
+
+            kept, dropped, extra = verification.bisect_failures(groups, passes, progress)
+            runs += extra
+            groups = kept
+            fused = build(groups)
+            result_verification = verification.verify(reference, fused, feeds, source)
+            runs += 1
+        result_verification = replace(
+            result_verification,
+            runs=runs,
+            dropped_groups=tuple(g.id for g in dropped),
+        )
+        timings.append(("verify", time.perf_counter() - clock))
+        clock = time.perf_counter()
+
+    _note(progress, "checking the fused model")
+    try:
+        onnx.checker.check_model(fused, full_check=True)
+    except Exception as exc:  # noqa: BLE001 - a checker failure is our bug; say so clearly
+        from ruleengine.rewrite.onnx_rewrite import RewriteError
+
+        raise RewriteError(f"the fused model fails onnx.checker: {exc}") from None
+    plan = build_plan(
+        model_name=path.name,
+        graph=graph,
+        rule_set=analysis.rule_set,
+        target=analysis.target,
+        match=analysis.match,
+        scored=analysis.scored,
+        resolution=analysis.resolution,
+        groups=groups,
+        dropped=dropped,
+        verification=result_verification,
+        timings=timings,
+    )
+    fused_bytes = fused.SerializeToString()
+    files = render_files(
+        model_stem=_stem(path), plan=plan, fused_model_bytes=fused_bytes, graph=graph
+    )
+    timings.append(("emit", time.perf_counter() - clock))
+    plan = replace(plan, timings=tuple(timings))
+    return FuseResult(analysis, plan, tuple(groups), fused, files, path)
+
+
+def _stem(path: Path) -> str:
+    name = path.name
+    return name[: -len(".onnx")] if name.endswith(".onnx") else path.stem
+
+
+def write_outputs(result: FuseResult, outdir: str | Path) -> tuple[Path, ...]:
+    """Write every file of a fuse run atomically under ``outdir`` (never the input model)."""
+    from ruleengine.rewrite.emit import write_atomically
+
+    return write_atomically(outdir, result.files, protect=(result.model_path,))

@@ -1,0 +1,112 @@
+"""DOT pictures of the graph with each fused group as a dashed cluster (rule + kernel).
+
+``graph.svg`` is rendered by Graphviz's ``dot`` when it is on PATH; without it only the
+DOT text is written (nothing fails).
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from collections.abc import Sequence
+
+from ruleengine.graph.model import Graph
+from ruleengine.rewrite.model import FusedGroup
+
+SVG_TIMEOUT_S = 120
+
+
+def _q(text: str) -> str:
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
+
+
+def render_dot(graph: Graph, groups: Sequence[FusedGroup], *, only_groups: bool = False) -> str:
+    """The graph as DOT; ``only_groups`` keeps just the grouped nodes and their neighbours."""
+    member: dict[str, FusedGroup] = {n: g for g in groups for n in g.nodes}
+    nodes = list(graph.nodes)
+    if only_groups:
+        keep = set(member)
+        for n in graph.nodes:
+            if n.name in member:
+                for t in n.inputs:
+                    p = graph.tensors.get(t)
+                    if p is not None and p.producer:
+                        keep.add(p.producer)
+                for t in n.outputs:
+                    tensor = graph.tensors.get(t)
+                    if tensor is not None:
+                        keep.update(c for c, _ in tensor.consumers)
+        nodes = [n for n in graph.nodes if n.name in keep]
+    names = {n.name for n in nodes}
+    ids = {n.name: f"n{i}" for i, n in enumerate(nodes)}
+    lines = [
+        f"digraph {_q(graph.name or 'model')} {{",
+        "  rankdir=TB;",
+        '  node [shape=box, style="rounded,filled", fillcolor="#f5f5f5", fontname="Helvetica"];',
+        '  edge [fontname="Helvetica", fontsize=9, color="#555555"];',
+    ]
+    for g in groups:
+        label = f"group {g.id}: {g.rule}\\nkernel {g.kernel.kernel_name}"
+        lines.append(f"  subgraph cluster_g{g.id} {{")
+        lines.append(f'    style=dashed; color="#1f6feb"; label="{_esc(label)}";')
+        for n in g.nodes:
+            if n in names:
+                lines.append(f"    {ids[n]};")
+        lines.append("  }")
+    for n in nodes:
+        fill = ', fillcolor="#dbe9ff"' if n.name in member else ""
+        lines.append(f"  {ids[n.name]} [label={_q(n.op_type + chr(10) + n.name)}{fill}];")
+    io_ids: dict[str, str] = {}
+    for t in graph.inputs:
+        if t in graph.tensors and not graph.tensors[t].is_initializer and not only_groups:
+            io_ids[t] = f"in{len(io_ids)}"
+            lines.append(f"  {io_ids[t]} [shape=ellipse, label={_q(t)}, fillcolor=white];")
+    for t in graph.outputs:
+        if not only_groups:
+            oid = f"out{len(io_ids)}"
+            io_ids[f"out:{t}"] = oid
+            lines.append(f"  {oid} [shape=ellipse, label={_q(t)}, fillcolor=white];")
+    for n in nodes:
+        for t in n.inputs:
+            tensor = graph.tensors.get(t) if t else None
+            if tensor is None:
+                continue
+            label = _shape(tensor.shape)
+            if tensor.producer in names:
+                lines.append(f"  {ids[tensor.producer]} -> {ids[n.name]} [label={_q(label)}];")
+            elif t in io_ids:
+                lines.append(f"  {io_ids[t]} -> {ids[n.name]} [label={_q(label)}];")
+    for t in graph.outputs:
+        tensor = graph.tensors.get(t)
+        if tensor is not None and tensor.producer in names and f"out:{t}" in io_ids:
+            lines.append(f"  {ids[tensor.producer]} -> {io_ids['out:' + t]};")
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
+def _esc(text: str) -> str:
+    return text.replace('"', '\\"')
+
+
+def _shape(shape: tuple | None) -> str:
+    if shape is None:
+        return ""
+    return "x".join("?" if d is None else str(d) for d in shape)
+
+
+def render_svg(dot_text: str) -> bytes | None:
+    """SVG from DOT via Graphviz, or None when ``dot`` is missing or fails."""
+    exe = shutil.which("dot")
+    if exe is None:
+        return None
+    try:
+        done = subprocess.run(
+            [exe, "-Tsvg"],
+            input=dot_text.encode(),
+            capture_output=True,
+            timeout=SVG_TIMEOUT_S,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return done.stdout if done.returncode == 0 and done.stdout else None

@@ -1,0 +1,125 @@
+"""Records of the rewrite/emit stage: fused groups, the plan, verification results.
+
+The plan is built from the resolution (which candidates were chosen) and the graph; the
+fused model, the report, the DOT picture and plan.json are all renderings of these records.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from ruleengine.cost.model import ScoredCandidate
+
+PLAN_SCHEMA_VERSION = "1.0"
+REPORT_SCHEMA_VERSION = "1.0"
+FUSED_DOMAIN = "autofusion"
+
+
+@dataclass(frozen=True)
+class KernelSpec:
+    """A rule's ``output`` section as handed to the kernel generator (paths inside OUTDIR)."""
+
+    kernel_name: str
+    file_path: str | None = None  # relative to OUTDIR, normalised, never escaping it
+    compiler: str | None = None
+    build_config: Any = None  # JSON-ready mapping
+    debug_symbols: bool = False
+    gen_dot_graph: bool = False
+    dot_graph_path: str | None = None  # relative to OUTDIR
+
+
+@dataclass(frozen=True)
+class FusedGroup:
+    """One chosen candidate, numbered, with everything the rewriter and the plan need."""
+
+    id: int  # 1-based, in topological order of the group's first node
+    scored: ScoredCandidate
+    target_op: str
+    nodes: tuple[str, ...]  # node names in topological order
+    op_types: tuple[str, ...]
+    inputs: tuple[str, ...]  # external tensors read (weights included), first-use order
+    outputs: tuple[str, ...]  # tensors that leave the group
+    kernel: KernelSpec
+    attributes: Any = None  # rewrite.attributes, JSON-ready (kept in metadata, not attrs)
+    tensor_layout: str | None = None
+    kernel_config: Any = None
+
+    @property
+    def rule(self) -> str:
+        return self.scored.candidate.rule
+
+
+@dataclass(frozen=True)
+class Rejection:
+    """A candidate that did not become a group, and why (stable code + sentence)."""
+
+    rule: str
+    nodes: tuple[str, ...]
+    verdict: str
+    code: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class RuleStats:
+    """ATC-style per-rule statistics: how often a rule matched and how often it took effect."""
+
+    rule: str
+    matched: int
+    fused: int
+
+
+@dataclass(frozen=True)
+class OutputCheck:
+    """Original vs fused value of one model output."""
+
+    name: str
+    cosine: float
+    max_abs_error: float
+    max_rel_error: float
+    ok: bool
+
+
+@dataclass(frozen=True)
+class Verification:
+    """Numerical comparison of the original and the fused model in onnxruntime (CPU)."""
+
+    ok: bool
+    inputs_source: str  # "random (seed N)" or the .npz file name
+    outputs: tuple[OutputCheck, ...] = ()
+    threshold: float = 0.999
+    dropped_groups: tuple[int, ...] = ()  # safe mode: groups dropped after bisection
+    runs: int = 0  # onnxruntime sessions compared (bisection steps included)
+    error: str | None = None  # onnxruntime could not run a model
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Everything the fuse command decided, ready to render (JSON, text, DOT)."""
+
+    model: str  # model file name (no directory: reproducible)
+    graph_name: str
+    target: str
+    solver: str
+    status: str
+    objective: int
+    bound: int | None
+    solver_seconds: float
+    nodes_before: int
+    nodes_after: int
+    hbm_bytes_before: int
+    hbm_bytes_after: int
+    launches_saved: int
+    time_saved_s: float
+    hbm_bandwidth: float
+    groups: tuple[FusedGroup, ...]
+    rejected: tuple[Rejection, ...]
+    rules: tuple[RuleStats, ...]
+    unknown_traffic_tensors: int = 0  # tensors whose size is unknown (not counted)
+    verification: Verification | None = None
+    timings: tuple[tuple[str, float], ...] = field(default=())  # stage -> seconds
+
+    @property
+    def bytes_saved(self) -> int:
+        return self.hbm_bytes_before - self.hbm_bytes_after

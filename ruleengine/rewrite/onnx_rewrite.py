@@ -1,0 +1,318 @@
+"""Write the fused ONNX model: each group becomes one node backed by a model-local function.
+
+The function body is the group's original subgraph with its tensors renamed (inputs
+``x<i>``, outputs ``y<i>``, intermediates ``t<i>``), so identical groups share one function
+and onnxruntime (which inlines local functions) computes exactly what the original did.
+Rule, group id and kernel name go into the node's ``metadata_props``; ``rewrite.attributes``
+are kept there too (as JSON), never as node attributes, which the function does not declare.
+
+The rewriter only ever works on a copy of the model it is given.
+"""
+
+from __future__ import annotations
+
+import heapq
+import json
+from collections.abc import Collection, Mapping, Sequence
+
+import onnx
+from onnx import helper
+
+from ruleengine import __version__
+from ruleengine.errors import AutofusionError
+from ruleengine.graph.model import Graph
+from ruleengine.rewrite.model import FUSED_DOMAIN, FusedGroup
+
+MIN_IR_VERSION = 10  # function overloads and node metadata_props need IR 10
+_FLOAT_TYPES = {
+    onnx.TensorProto.FLOAT,
+    onnx.TensorProto.FLOAT16,
+    onnx.TensorProto.BFLOAT16,
+    onnx.TensorProto.DOUBLE,
+}
+
+
+class RewriteError(AutofusionError):
+    """A chosen group cannot be written as a function call (should not happen after resolve)."""
+
+
+def node_index(model: onnx.ModelProto, graph: Graph) -> dict[str, int]:
+    """Map each graph-record node name to the position of its NodeProto in ``model``.
+
+    The graph loader records each node's position in the file (``source_index``) and may
+    generate names for unnamed nodes; without a position, nodes are matched by their output
+    tensors (unique in SSA form) and by name only as a fallback.
+    """
+    by_output: dict[str, int] = {}
+    by_name: dict[str, int] = {}
+    for i, n in enumerate(model.graph.node):
+        for out in n.output:
+            if out:
+                by_output[out] = i
+        if n.name:
+            by_name.setdefault(n.name, i)
+    index: dict[str, int] = {}
+    protos = model.graph.node
+    for node in graph.nodes:
+        src = getattr(node, "source_index", -1)
+        if 0 <= src < len(protos) and tuple(protos[src].output) == tuple(node.outputs):
+            index[node.name] = src
+            continue
+        pos = next((by_output[o] for o in node.outputs if o in by_output), None)
+        if pos is None:
+            pos = by_name.get(node.name)
+        if pos is not None:
+            index[node.name] = pos
+    return index
+
+
+def _has_subgraph(node: onnx.NodeProto) -> bool:
+    return any(
+        a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS) for a in node.attribute
+    )
+
+
+def _meta(node: onnx.NodeProto, key: str, value: str) -> None:
+    entry = node.metadata_props.add()
+    entry.key = key
+    entry.value = value
+
+
+def _float_outputs(model: onnx.ModelProto) -> dict[str, int]:
+    """Element type of every tensor whose type the model records."""
+    types: dict[str, int] = {}
+    g = model.graph
+    for vi in list(g.value_info) + list(g.output) + list(g.input):
+        if vi.type.HasField("tensor_type"):
+            types[vi.name] = vi.type.tensor_type.elem_type
+    return types
+
+
+def _build_body(
+    protos: Sequence[onnx.NodeProto],
+    inputs: Sequence[str],
+    outputs: Sequence[str],
+    corrupt_output: str | None,
+) -> list[onnx.NodeProto]:
+    """Copy the group's nodes with consistently renamed tensors (and optional corruption)."""
+    rename: dict[str, str] = {"": ""}
+    rename.update({t: f"x{i}" for i, t in enumerate(inputs)})
+    rename.update({t: f"y{i}" for i, t in enumerate(outputs)})
+    body: list[onnx.NodeProto] = []
+    internal = 0
+    for k, proto in enumerate(protos):
+        node = onnx.NodeProto()
+        node.CopyFrom(proto)
+        node.name = f"n{k}"
+        node.doc_string = ""
+        del node.metadata_props[:]
+        for i, t in enumerate(node.input):
+            node.input[i] = rename[t]
+        for i, t in enumerate(node.output):
+            if t not in rename:
+                rename[t] = f"t{internal}"
+                internal += 1
+            node.output[i] = rename[t]
+        body.append(node)
+    if corrupt_output is not None:
+        # Test-only hook (see docs/fuse.md): negate one output so verification must fail.
+        target = rename[corrupt_output]
+        for node in body:
+            for i, t in enumerate(node.output):
+                if t == target:
+                    node.output[i] = f"{target}_uncorrupted"
+        body.append(helper.make_node("Neg", [f"{target}_uncorrupted"], [target], name="corrupt"))
+    return body
+
+
+def rewrite_model(
+    model: onnx.ModelProto,
+    graph: Graph,
+    groups: Sequence[FusedGroup],
+    *,
+    domain: str = FUSED_DOMAIN,
+    corrupt_rules: Collection[str] = (),
+) -> onnx.ModelProto:
+    """Return a copy of ``model`` with each group replaced by one function-call node.
+
+    ``corrupt_rules`` is a test-only hook: groups of those rules get a function body that
+    negates one float output, to prove that verification and ``--safe`` catch a bad fusion.
+    """
+    out = onnx.ModelProto()
+    out.CopyFrom(model)
+    if not groups:
+        return out
+    g = out.graph
+    positions = node_index(model, graph)
+    opsets = {o.domain: o.version for o in model.opset_import}
+    if domain in opsets:
+        raise RewriteError(f"the model already uses the custom domain {domain!r}")
+    types = _float_outputs(model)
+    taken: dict[int, int] = {}  # proto position -> group id
+    fused_nodes: list[tuple[int, onnx.NodeProto]] = []
+    functions: dict[tuple[str, bytes], onnx.FunctionProto] = {}
+    variants: dict[str, int] = {}
+    used_names = {n.name for n in g.node if n.name}
+    removed_tensors: set[str] = set()
+
+    for group in groups:
+        missing = [n for n in group.nodes if n not in positions]
+        if missing:
+            raise RewriteError(
+                f"group {group.id} ({group.rule}): nodes not in the model: {missing}"
+            )
+        pos = [positions[n] for n in group.nodes]
+        for p in pos:
+            if p in taken:
+                raise RewriteError(
+                    f"node {g.node[p].name or p} is in groups {taken[p]} and {group.id}"
+                )
+            taken[p] = group.id
+        protos = [g.node[p] for p in sorted(pos)]
+        if any(_has_subgraph(p) for p in protos):
+            raise RewriteError(f"group {group.id} ({group.rule}) contains a control-flow node")
+        corrupt = None
+        if group.rule in corrupt_rules:
+            corrupt = next((o for o in group.outputs if types.get(o) in _FLOAT_TYPES), None)
+        body = _build_body(protos, group.inputs, group.outputs, corrupt)
+        body_domains = sorted({n.domain for n in body})
+        body_opsets = [helper.make_opsetid(d, opsets.get(d, 1)) for d in body_domains]
+        key_fn = helper.make_function(
+            domain,
+            group.target_op,
+            [f"x{i}" for i in range(len(group.inputs))],
+            [f"y{i}" for i in range(len(group.outputs))],
+            body,
+            body_opsets,
+        )
+        key = (group.target_op, key_fn.SerializeToString(deterministic=True))
+        if key not in functions:
+            count = variants.get(group.target_op, 0) + 1
+            variants[group.target_op] = count
+            key_fn.overload = "" if count == 1 else f"v{count}"
+            key_fn.doc_string = (
+                f"autofusion {__version__}: rule {group.rule}, kernel {group.kernel.kernel_name}; "
+                f"body = the original subgraph of group {group.id}"
+            )
+            functions[key] = key_fn
+        fn = functions[key]
+
+        name = f"{group.target_op}_g{group.id}"
+        while name in used_names:
+            name += "_"
+        used_names.add(name)
+        node = helper.make_node(
+            group.target_op, list(group.inputs), list(group.outputs), name=name, domain=domain
+        )
+        node.overload = fn.overload
+        node.doc_string = (
+            f"autofusion group {group.id}: rule {group.rule}, kernel {group.kernel.kernel_name}, "
+            f"fuses {', '.join(group.nodes)}"
+        )
+        _meta(node, "autofusion.rule", group.rule)
+        _meta(node, "autofusion.group_id", str(group.id))
+        _meta(node, "autofusion.kernel_name", group.kernel.kernel_name)
+        _meta(node, "autofusion.nodes", json.dumps(list(group.nodes)))
+        if group.attributes:
+            _meta(node, "autofusion.attributes", json.dumps(group.attributes, sort_keys=True))
+        if group.tensor_layout:
+            _meta(node, "autofusion.tensor_layout", group.tensor_layout)
+        if group.kernel_config:
+            _meta(node, "autofusion.kernel_config", json.dumps(group.kernel_config, sort_keys=True))
+        fused_nodes.append((min(pos), node))
+        produced = {t for p in protos for t in p.output}
+        removed_tensors |= produced - set(group.outputs)
+
+    kept = [(i, n) for i, n in enumerate(g.node) if i not in taken]
+    still_read = set().union(*(_reads(n) for _, n in kept)) | {o.name for o in g.output}
+    leaked = sorted(removed_tensors & still_read)
+    if leaked:
+        raise RewriteError(
+            f"fused groups hide tensors still read outside them: {', '.join(leaked[:5])}"
+        )
+    available = {i.name for i in g.input} | {t.name for t in g.initializer}
+    ordered = _toposort(kept + fused_nodes, available)
+    del g.node[:]
+    g.node.extend(ordered)
+    survivors = [vi for vi in g.value_info if vi.name not in removed_tensors]
+    del g.value_info[:]
+    g.value_info.extend(survivors)
+    out.functions.extend(functions.values())
+    out.opset_import.append(helper.make_opsetid(domain, 1))
+    out.ir_version = max(out.ir_version, MIN_IR_VERSION)
+    _set_model_meta(out, "autofusion.version", __version__)
+    _set_model_meta(out, "autofusion.groups", str(len(groups)))
+    return out
+
+
+def _set_model_meta(model: onnx.ModelProto, key: str, value: str) -> None:
+    for entry in model.metadata_props:
+        if entry.key == key:
+            entry.value = value
+            return
+    entry = model.metadata_props.add()
+    entry.key = key
+    entry.value = value
+
+
+def _toposort(
+    items: Sequence[tuple[int, onnx.NodeProto]], available: set[str]
+) -> list[onnx.NodeProto]:
+    """Stable topological order: among ready nodes, the one first in the original order."""
+    producer: dict[str, int] = {}
+    for k, (_, node) in enumerate(items):
+        for t in node.output:
+            if t:
+                producer[t] = k
+    waiting: list[int] = [0] * len(items)
+    users: dict[int, list[int]] = {}
+    for k, (_, node) in enumerate(items):
+        deps = {producer[t] for t in _reads(node) if t in producer and t not in available}
+        deps.discard(k)
+        waiting[k] = len(deps)
+        for d in deps:
+            users.setdefault(d, []).append(k)
+    heap = [(items[k][0], k) for k in range(len(items)) if waiting[k] == 0]
+    heapq.heapify(heap)
+    order: list[onnx.NodeProto] = []
+    while heap:
+        _, k = heapq.heappop(heap)
+        order.append(items[k][1])
+        for u in users.get(k, ()):
+            waiting[u] -= 1
+            if waiting[u] == 0:
+                heapq.heappush(heap, (items[u][0], u))
+    if len(order) != len(items):
+        raise RewriteError(
+            "the fused graph has a cycle: a chosen group is not convex "
+            "(a path leaves the group and re-enters it)"
+        )
+    return order
+
+
+def _reads(node: onnx.NodeProto) -> set[str]:
+    """Tensors a node reads, including names its subgraphs capture from the outer scope."""
+    names = {t for t in node.input if t}
+    for attr in node.attribute:
+        subgraphs = list(attr.graphs) + ([attr.g] if attr.HasField("g") else [])
+        for sg in subgraphs:
+            names |= _captured(sg)
+    return names
+
+
+def _captured(graph: onnx.GraphProto) -> set[str]:
+    local = {i.name for i in graph.input} | {t.name for t in graph.initializer}
+    local |= {t for n in graph.node for t in n.output}
+    used: set[str] = set()
+    for n in graph.node:
+        used |= _reads(n)
+    return used - local
+
+
+def function_summary(model: onnx.ModelProto) -> Mapping[str, int]:
+    """Number of fused nodes per function name (for tests and the report)."""
+    counts: dict[str, int] = {}
+    for n in model.graph.node:
+        if n.domain == FUSED_DOMAIN:
+            counts[n.op_type] = counts.get(n.op_type, 0) + 1
+    return counts

@@ -1,0 +1,364 @@
+"""Build the fusion plan from the resolution, and render it as JSON (plan.json).
+
+Groups are numbered in topological order of their first node, so ids are stable for a
+given model and rule set. Every candidate that did not become a group is listed with its
+verdict, a stable code and a sentence; per-rule statistics follow ATC's fusion result file
+(how often a rule matched, how often it took effect).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import PurePosixPath, PureWindowsPath
+from typing import Any
+
+from ruleengine.cost.model import ScoredCandidate, Target
+from ruleengine.diagnostics.model import Diagnostic, Location, Severity
+from ruleengine.errors import OutputError
+from ruleengine.graph.model import Graph
+from ruleengine.match.model import MatchResult
+from ruleengine.resolve.model import Resolution
+from ruleengine.rewrite.model import (
+    PLAN_SCHEMA_VERSION,
+    FusedGroup,
+    KernelSpec,
+    Plan,
+    Rejection,
+    RuleStats,
+    Verification,
+)
+from ruleengine.rules.model import FrozenMap, Rule, RuleSet
+
+VIEW_OPS = frozenset({"Reshape", "Squeeze", "Unsqueeze", "Flatten", "Identity"})
+
+
+def to_json(value: Any) -> Any:
+    """Rule values (FrozenMap, tuples) as plain JSON values, keys in their YAML order."""
+    if isinstance(value, FrozenMap | Mapping):
+        return {str(k): to_json(v) for k, v in value.items()}
+    if isinstance(value, tuple | list):
+        return [to_json(v) for v in value]
+    return value
+
+
+def safe_relpath(path: str, what: str, location: Location | None = None) -> str:
+    """Normalise a rule's output path relative to OUTDIR; refuse one that would escape it."""
+    posix = path.replace("\\", "/")
+    if PurePosixPath(posix).is_absolute() or PureWindowsPath(path).drive:
+        raise _escape_error(path, what, location, "it is absolute")
+    parts: list[str] = []
+    for part in PurePosixPath(posix).parts:
+        if part in ("", "."):
+            continue
+        if part == "..":
+            if not parts:
+                raise _escape_error(path, what, location, "'..' leaves the output directory")
+            parts.pop()
+        else:
+            parts.append(part)
+    return "/".join(parts) or "."
+
+
+def _escape_error(path: str, what: str, location: Location | None, why: str) -> OutputError:
+    diag = Diagnostic(
+        code="AF601",
+        name="output-path-escapes",
+        severity=Severity.ERROR,
+        message=f"{what} {path!r} escapes the output directory: {why}",
+        location=location,
+        hint="write output paths relative to the output directory, without '..' or a leading '/'",
+    )
+    return OutputError(f"{what} {path!r} escapes the output directory ({why})", (diag,))
+
+
+def _snake(name: str) -> str:
+    return re.sub(r"[^0-9a-zA-Z]+", "_", name).strip("_").lower() or "kernel"
+
+
+def kernel_spec(rule: Rule) -> KernelSpec:
+    """The rule's ``output`` section with paths checked and made relative to OUTDIR."""
+    out = rule.output
+    where = out.location or rule.location
+    return KernelSpec(
+        kernel_name=out.kernel_name or _snake(rule.name),
+        file_path=safe_relpath(out.file_path, f"rule {rule.name}: output.file_path", where)
+        if out.file_path
+        else None,
+        compiler=out.compiler,
+        build_config=to_json(out.build_config) if out.build_config else None,
+        debug_symbols=bool(out.debug_symbols),
+        gen_dot_graph=bool(out.gen_dot_graph),
+        dot_graph_path=safe_relpath(
+            out.dot_graph_path, f"rule {rule.name}: output.dot_graph_path", where
+        )
+        if out.dot_graph_path
+        else None,
+    )
+
+
+def group_boundary(graph: Graph, nodes: Iterable[str]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """External inputs (first-use order) and escaping outputs of a node set."""
+    members = set(nodes)
+    ordered = sorted((graph.node(n) for n in members), key=lambda n: n.index)
+    produced = {t for n in ordered for t in n.outputs if t}
+    inputs: list[str] = []
+    seen: set[str] = set()
+    for n in ordered:
+        for t in n.inputs:
+            if t and t not in produced and t not in seen:
+                seen.add(t)
+                inputs.append(t)
+    outputs: list[str] = []
+    for n in ordered:
+        for t in n.outputs:
+            if not t:
+                continue
+            tensor = graph.tensors.get(t)
+            if tensor is None:
+                continue
+            leaves = tensor.is_graph_output or any(c not in members for c, _ in tensor.consumers)
+            if leaves:
+                outputs.append(t)
+    return tuple(inputs), tuple(outputs)
+
+
+def build_groups(
+    graph: Graph, chosen: Sequence[ScoredCandidate], rule_set: RuleSet
+) -> tuple[FusedGroup, ...]:
+    """Number the chosen candidates and gather what the rewriter and the plan need."""
+    rules = rule_set.by_name()
+    index = {n.name: n.index for n in graph.nodes}
+    ordered = sorted(
+        chosen, key=lambda s: (min(index[n] for n in s.candidate.nodes), s.candidate.key)
+    )
+    groups: list[FusedGroup] = []
+    for gid, sc in enumerate(ordered, start=1):
+        rule = rules[sc.candidate.rule]
+        nodes = tuple(sorted(set(sc.candidate.nodes), key=index.__getitem__))
+        inputs, outputs = group_boundary(graph, nodes)
+        groups.append(
+            FusedGroup(
+                id=gid,
+                scored=sc,
+                target_op=rule.rewrite.target_op,
+                nodes=nodes,
+                op_types=tuple(graph.node(n).op_type for n in nodes),
+                inputs=inputs,
+                outputs=outputs,
+                kernel=kernel_spec(rule),
+                attributes=to_json(rule.rewrite.attributes) or None,
+                tensor_layout=rule.rewrite.tensor_layout,
+                kernel_config=to_json(rule.rewrite.kernel_config) or None,
+            )
+        )
+    return tuple(groups)
+
+
+def check_output_paths(rule_set: RuleSet) -> None:
+    """Refuse, before anything is computed or written, any rule output path escaping OUTDIR."""
+    for rule in rule_set.rules:
+        kernel_spec(rule)
+
+
+def node_traffic(graph: Graph) -> tuple[int, int]:
+    """Whole-model unfused HBM traffic: each node reads its inputs and writes its outputs.
+
+    View ops (metadata only) move no data. Returns (bytes, tensors of unknown size).
+    """
+    try:  # helper C's cost functions, when present, are the single source of truth
+        from ruleengine.cost import model_traffic  # type: ignore[attr-defined]
+    except ImportError:
+        model_traffic = None
+    if model_traffic is not None:
+        result = model_traffic(graph)
+        if isinstance(result, tuple):
+            return int(result[0]), int(result[1])
+        return int(result), 0
+    total = 0
+    unknown = 0
+    for node in graph.nodes:
+        if node.op_type in VIEW_OPS and node.domain in ("", "ai.onnx"):
+            continue
+        for t in (*node.inputs, *node.outputs):
+            if not t:
+                continue
+            tensor = graph.tensors.get(t)
+            size = tensor.nbytes if tensor is not None else None
+            if size is None:
+                unknown += 1
+            else:
+                total += size
+    return total, unknown
+
+
+def build_plan(
+    *,
+    model_name: str,
+    graph: Graph,
+    rule_set: RuleSet,
+    target: Target,
+    match: MatchResult,
+    scored: Sequence[ScoredCandidate],
+    resolution: Resolution,
+    groups: Sequence[FusedGroup],
+    dropped: Sequence[FusedGroup] = (),
+    verification: Verification | None = None,
+    timings: Sequence[tuple[str, float]] = (),
+) -> Plan:
+    """Assemble the plan record (groups after safe mode, rejections, statistics, totals)."""
+    before, unknown = node_traffic(graph)
+    saved = sum(g.scored.cost.bytes_saved for g in groups if g.scored.cost is not None)
+    rejected: list[Rejection] = []
+    for sc in scored:
+        if not sc.viable:
+            rejected.append(_rejection(sc, sc.verdict.value, sc.code, sc.reason))
+    for sc, why in resolution.lost:
+        rejected.append(_rejection(sc, "lost_conflict", "lost-conflict", why))
+    for g in dropped:
+        rejected.append(
+            _rejection(
+                g.scored,
+                "dropped_by_verification",
+                "verification-failed",
+                f"group {g.id} failed numerical verification; dropped by safe mode",
+            )
+        )
+    for nm in match.near_misses:
+        c = nm.candidate
+        rejected.append(Rejection(c.rule, c.nodes, "near_miss", nm.code, nm.reason))
+    rejected.sort(key=lambda r: (r.rule, r.nodes, r.code))
+
+    matched: dict[str, int] = {}
+    for c in match.candidates:
+        matched[c.rule] = matched.get(c.rule, 0) + 1
+    fused: dict[str, int] = {}
+    for g in groups:
+        fused[g.rule] = fused.get(g.rule, 0) + 1
+    stats = tuple(
+        RuleStats(r.name, matched.get(r.name, 0), fused.get(r.name, 0)) for r in rule_set.rules
+    )
+    n_before = len(graph.nodes)
+    n_after = n_before - sum(len(g.nodes) for g in groups) + len(groups)
+    costs = [g.scored.cost for g in groups if g.scored.cost is not None]
+    return Plan(
+        model=model_name,
+        graph_name=graph.name,
+        target=target.name,
+        solver=resolution.solver,
+        status=resolution.status,
+        objective=resolution.objective,
+        bound=resolution.bound,
+        solver_seconds=resolution.seconds,
+        nodes_before=n_before,
+        nodes_after=n_after,
+        hbm_bytes_before=before,
+        hbm_bytes_after=before - saved,
+        launches_saved=sum(c.launches_saved for c in costs),
+        time_saved_s=sum(c.time_saved_s for c in costs),
+        hbm_bandwidth=target.hbm_bandwidth,
+        groups=tuple(groups),
+        rejected=tuple(rejected),
+        rules=stats,
+        unknown_traffic_tensors=unknown,
+        verification=verification,
+        timings=tuple(timings),
+    )
+
+
+def _rejection(sc: ScoredCandidate, verdict: str, code: str, reason: str) -> Rejection:
+    return Rejection(sc.candidate.rule, sc.candidate.nodes, verdict, code, reason)
+
+
+def group_json(g: FusedGroup) -> dict[str, Any]:
+    cost = g.scored.cost
+    return {
+        "id": g.id,
+        "rule": g.rule,
+        "alternative": g.scored.candidate.alternative,
+        "target_op": g.target_op,
+        "nodes": list(g.nodes),
+        "op_types": list(g.op_types),
+        "inputs": list(g.inputs),
+        "outputs": list(g.outputs),
+        "bytes_before": cost.bytes_before if cost else None,
+        "bytes_after": cost.bytes_after if cost else None,
+        "bytes_saved": cost.bytes_saved if cost else 0,
+        "net_bytes": cost.net_bytes if cost else 0,
+        "hbm_accesses_before": cost.accesses_before if cost else None,
+        "hbm_accesses_after": cost.accesses_after if cost else None,
+        "ub_bytes": cost.ub_bytes if cost else 0,
+        "ub_limit": cost.ub_limit if cost else None,
+        "attributes": g.attributes or {},
+        "tensor_layout": g.tensor_layout,
+        "kernel_config": g.kernel_config or {},
+        "kernel": {
+            "kernel_name": g.kernel.kernel_name,
+            "file_path": g.kernel.file_path,
+            "compiler": g.kernel.compiler,
+            "build_config": g.kernel.build_config or {},
+            "debug_symbols": g.kernel.debug_symbols,
+            "gen_dot_graph": g.kernel.gen_dot_graph,
+            "dot_graph_path": g.kernel.dot_graph_path,
+        },
+    }
+
+
+def verification_json(v: Verification | None) -> dict[str, Any] | None:
+    if v is None:
+        return None
+    return {
+        "ok": v.ok,
+        "inputs": v.inputs_source,
+        "threshold": v.threshold,
+        "runs": v.runs,
+        "error": v.error,
+        "dropped_groups": list(v.dropped_groups),
+        "outputs": [
+            {
+                "name": o.name,
+                "cosine": o.cosine,
+                "max_abs_error": o.max_abs_error,
+                "max_rel_error": o.max_rel_error,
+                "ok": o.ok,
+            }
+            for o in v.outputs
+        ],
+    }
+
+
+def plan_json(plan: Plan) -> dict[str, Any]:
+    """plan.json (schemas/plan.schema.json): the contract with the kernel generator."""
+    return {
+        "schema_version": PLAN_SCHEMA_VERSION,
+        "model": plan.model,
+        "graph": plan.graph_name,
+        "target": plan.target,
+        "summary": {
+            "nodes_before": plan.nodes_before,
+            "nodes_after": plan.nodes_after,
+            "groups": len(plan.groups),
+            "hbm_bytes_before": plan.hbm_bytes_before,
+            "hbm_bytes_after": plan.hbm_bytes_after,
+            "bytes_saved": plan.bytes_saved,
+            "launches_saved": plan.launches_saved,
+            "time_saved_s": plan.time_saved_s,
+            "solver": plan.solver,
+            "status": plan.status,
+            "objective": plan.objective,
+            "bound": plan.bound,
+        },
+        "groups": [group_json(g) for g in plan.groups],
+        "rejected": [
+            {
+                "rule": r.rule,
+                "nodes": list(r.nodes),
+                "verdict": r.verdict,
+                "code": r.code,
+                "reason": r.reason,
+            }
+            for r in plan.rejected
+        ],
+        "rules": [{"rule": s.rule, "matched": s.matched, "fused": s.fused} for s in plan.rules],
+        "verification": verification_json(plan.verification),
+    }

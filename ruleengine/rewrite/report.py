@@ -1,0 +1,221 @@
+"""The fuse report: a table a person reads (report.txt, terminal) and the same as JSON.
+
+Reporters only render the plan record; they compute nothing the plan does not hold.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from ruleengine.rewrite.model import REPORT_SCHEMA_VERSION, Plan
+from ruleengine.rewrite.plan import verification_json
+
+
+def fmt_bytes(n: int | float | None) -> str:
+    """Human bytes in binary units: 512 B, 1.5 KiB, 12.3 MiB."""
+    if n is None:
+        return "?"
+    value = float(n)
+    sign = "-" if value < 0 else ""
+    value = abs(value)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if value < 1024 or unit == "GiB":
+            return f"{sign}{int(value)} {unit}" if unit == "B" else f"{sign}{value:.1f} {unit}"
+        value /= 1024
+    return f"{n} B"  # pragma: no cover
+
+
+def fmt_seconds(s: float) -> str:
+    if s >= 1:
+        return f"{s:.2f} s"
+    if s >= 1e-3:
+        return f"{s * 1e3:.2f} ms"
+    return f"{s * 1e6:.2f} us"
+
+
+def groups_per_rule(plan: Plan) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for g in plan.groups:
+        counts[g.rule] = counts.get(g.rule, 0) + 1
+    return dict(sorted(counts.items()))
+
+
+def _percent(plan: Plan) -> float:
+    return 100.0 * plan.bytes_saved / plan.hbm_bytes_before if plan.hbm_bytes_before else 0.0
+
+
+def report_json(plan: Plan, files: Sequence[str] = (), *, timings: bool = True) -> dict[str, Any]:
+    """report.json: totals, solver status, one line per group, rules, verification, files."""
+    verdicts: dict[str, int] = {}
+    for r in plan.rejected:
+        verdicts[r.verdict] = verdicts.get(r.verdict, 0) + 1
+    out: dict[str, Any] = {
+        "schema_version": REPORT_SCHEMA_VERSION,
+        "model": plan.model,
+        "target": plan.target,
+        "totals": {
+            "nodes_before": plan.nodes_before,
+            "nodes_after": plan.nodes_after,
+            "groups": len(plan.groups),
+            "groups_per_rule": groups_per_rule(plan),
+            "hbm_bytes_before": plan.hbm_bytes_before,
+            "hbm_bytes_after": plan.hbm_bytes_after,
+            "bytes_saved": plan.bytes_saved,
+            "saved_percent": round(_percent(plan), 2),
+            "launches_saved": plan.launches_saved,
+            "time_saved_s": plan.time_saved_s,
+            "unknown_size_tensors": plan.unknown_traffic_tensors,
+        },
+        "solver": {
+            "name": plan.solver,
+            "status": plan.status,
+            "objective": plan.objective,
+            "bound": plan.bound,
+        },
+        "groups": [
+            {
+                "id": g.id,
+                "rule": g.rule,
+                "kernel": g.kernel.kernel_name,
+                "target_op": g.target_op,
+                "nodes": len(g.nodes),
+                "hbm_accesses_before": g.scored.cost.accesses_before if g.scored.cost else None,
+                "hbm_accesses_after": g.scored.cost.accesses_after if g.scored.cost else None,
+                "bytes_saved": g.scored.cost.bytes_saved if g.scored.cost else 0,
+                "ub_bytes": g.scored.cost.ub_bytes if g.scored.cost else 0,
+                "ub_limit": g.scored.cost.ub_limit if g.scored.cost else None,
+                "verdict": g.scored.verdict.value,
+            }
+            for g in plan.groups
+        ],
+        "rejected": {"total": len(plan.rejected), "by_verdict": dict(sorted(verdicts.items()))},
+        "rules": [{"rule": s.rule, "matched": s.matched, "fused": s.fused} for s in plan.rules],
+        "verification": verification_json(plan.verification),
+        "files": list(files),
+    }
+    if timings:
+        out["solver"]["seconds"] = round(plan.solver_seconds, 6)
+        out["timings_s"] = {k: round(v, 6) for k, v in plan.timings}
+    return out
+
+
+def _table(headers: Sequence[str], rows: Sequence[Sequence[str]], right: set[int]) -> list[str]:
+    widths = [len(h) for h in headers]
+    for row in rows:
+        widths = [max(w, len(c)) for w, c in zip(widths, row, strict=True)]
+
+    def line(cells: Sequence[str]) -> str:
+        parts = [
+            c.rjust(w) if i in right else c.ljust(w)
+            for i, (c, w) in enumerate(zip(cells, widths, strict=True))
+        ]
+        return "  " + "  ".join(parts).rstrip()
+
+    return [line(headers), line(["-" * w for w in widths]), *(line(r) for r in rows)]
+
+
+def report_text(
+    plan: Plan, files: Sequence[str] = (), *, outdir: str | None = None, timings: bool = True
+) -> str:
+    """report.txt and the terminal output of ``autofusion fuse``."""
+    lines: list[str] = [
+        f"autofusion fuse: {plan.model} (graph {plan.graph_name}), target {plan.target}",
+        "",
+    ]
+    if plan.groups:
+        lines.append(f"Fused groups ({len(plan.groups)})")
+        rows = []
+        for g in plan.groups:
+            c = g.scored.cost
+            hbm = f"{c.accesses_before} -> {c.accesses_after}" if c else "?"
+            ub = f"{fmt_bytes(c.ub_bytes)} (fits {fmt_bytes(c.ub_limit)})" if c else "?"
+            rows.append(
+                [
+                    str(g.id),
+                    g.rule,
+                    g.kernel.kernel_name,
+                    str(len(g.nodes)),
+                    hbm,
+                    fmt_bytes(c.bytes_saved if c else 0),
+                    ub,
+                    "Fuse",
+                ]
+            )
+        lines += _table(
+            ["id", "rule", "kernel", "nodes", "HBM access", "saved", "UB", "verdict"],
+            rows,
+            {0, 3, 5},
+        )
+    else:
+        lines.append("Fused groups: none")
+    lines.append("")
+    if plan.rejected:
+        lines.append(f"Not fused ({len(plan.rejected)} candidates)")
+        rows = [[r.rule, _nodes_short(r.nodes), r.verdict, r.reason] for r in plan.rejected]
+        lines += _table(["rule", "nodes", "verdict", "reason"], rows, set())
+        lines.append("")
+    lines.append("Per-rule statistics (matched / fused)")
+    lines += _table(
+        ["rule", "matched", "fused"],
+        [[s.rule, str(s.matched), str(s.fused)] for s in plan.rules],
+        {1, 2},
+    )
+    lines.append("")
+    per_rule = ", ".join(f"{k} {v}" for k, v in groups_per_rule(plan).items()) or "none"
+    bw = plan.hbm_bandwidth / 1e12
+    solver = f"{plan.solver}, {plan.status}"
+    if plan.bound is not None and plan.bound != plan.objective:
+        solver += f" (bound {fmt_bytes(plan.bound)})"
+    if timings:
+        solver += f", {fmt_seconds(plan.solver_seconds)}"
+    lines += [
+        "Totals",
+        f"  nodes:                {plan.nodes_before} -> {plan.nodes_after}",
+        f"  fused groups:         {len(plan.groups)} ({per_rule})",
+        f"  HBM traffic:          {fmt_bytes(plan.hbm_bytes_before)} -> "
+        f"{fmt_bytes(plan.hbm_bytes_after)} (saved {fmt_bytes(plan.bytes_saved)}, "
+        f"{_percent(plan):.1f}%)",
+        f"  kernel launches saved: {plan.launches_saved}",
+        f"  est. time saved:      {fmt_seconds(plan.time_saved_s)} at {bw:.2f} TB/s HBM",
+        f"  solver:               {solver}",
+    ]
+    if plan.unknown_traffic_tensors:
+        lines.append(
+            f"  note: {plan.unknown_traffic_tensors} tensor accesses of unknown size not counted"
+        )
+    v = plan.verification
+    lines.append("")
+    if v is None:
+        lines.append("Verification: not run (use --verify or --safe)")
+    else:
+        verdict = "PASSED" if v.ok else "FAILED"
+        lines.append(f"Verification (onnxruntime CPU, inputs {v.inputs_source}): {verdict}")
+        if v.error:
+            lines.append(f"  error: {v.error}")
+        if v.outputs:
+            lines += _table(
+                ["output", "cosine", "max abs err", "ok"],
+                [
+                    [o.name, f"{o.cosine:.6f}", f"{o.max_abs_error:.3g}", "yes" if o.ok else "NO"]
+                    for o in v.outputs
+                ],
+                {1, 2},
+            )
+        if v.dropped_groups:
+            lines.append(
+                "  safe mode dropped group(s) "
+                + ", ".join(str(i) for i in v.dropped_groups)
+                + f" after {v.runs} verification runs"
+            )
+    if files:
+        lines.append("")
+        lines.append(f"Files written{' to ' + outdir if outdir else ''}:")
+        lines += [f"  {f}" for f in files]
+    return "\n".join(lines) + "\n"
+
+
+def _nodes_short(nodes: Sequence[str], limit: int = 4) -> str:
+    if len(nodes) <= limit:
+        return ", ".join(nodes)
+    return ", ".join(nodes[:limit]) + f", ... ({len(nodes)} nodes)"

@@ -1,0 +1,143 @@
+"""The rewriter on hand-built records: functions, metadata, checker, onnxruntime equality."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+
+from ruleengine.rewrite import verify as V
+from ruleengine.rewrite.onnx_rewrite import RewriteError, rewrite_model
+from ruleengine.rewrite.plan import build_groups
+from ruleengine.rules.model import RuleSet
+from tests.rewrite.records import graph_from_model, rule, scored
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "mlp_block.onnx"
+
+GELU = ["gelu_div", "gelu_erf", "gelu_add", "gelu_mul", "gelu_half"]
+RULES = RuleSet(
+    (
+        rule("bias_add", "MatMulBias", kernel="matmul_bias"),
+        rule("cbr", "ConvBnRelu", file_path="./kernels/", gen_dot_graph=True),
+        rule("gelu", "FusedGelu"),
+        rule("res_softmax", "AddSoftmax"),
+    )
+)
+
+
+@pytest.fixture(scope="module")
+def model() -> onnx.ModelProto:
+    return onnx.load(str(EXAMPLE))
+
+
+@pytest.fixture(scope="module")
+def graph(model):
+    return graph_from_model(model)
+
+
+def groups_for(graph, *specs):
+    return build_groups(graph, [scored(r, nodes) for r, nodes in specs], RULES)
+
+
+ALL = (
+    ("bias_add", ["fc1_matmul", "fc1_bias"]),
+    ("gelu", GELU),
+    ("bias_add", ["fc2_matmul", "fc2_bias"]),
+    ("res_softmax", ["residual_add", "softmax"]),
+    ("cbr", ["conv", "bn", "relu"]),
+)
+
+
+def test_groups_are_numbered_in_topological_order(graph):
+    groups = groups_for(graph, *reversed(ALL))
+    assert [g.rule for g in groups] == ["bias_add", "gelu", "bias_add", "res_softmax", "cbr"]
+    gelu = groups[1]
+    assert gelu.inputs == ("fc1_out", "sqrt2", "one", "half")
+    assert gelu.outputs == ("gelu_out",)
+    assert groups[4].kernel.file_path == "kernels"
+    assert groups[4].kernel.kernel_name == "cbr"
+
+
+def test_fused_model_checks_runs_and_matches(model, graph):
+    groups = groups_for(graph, *ALL)
+    fused = rewrite_model(model, graph, groups)
+    onnx.checker.check_model(fused, full_check=True)
+    assert len(fused.graph.node) == 15 - 14 + 5
+    fused_nodes = [n for n in fused.graph.node if n.domain == "autofusion"]
+    assert [n.op_type for n in fused_nodes] == [
+        "MatMulBias",
+        "FusedGelu",
+        "MatMulBias",
+        "AddSoftmax",
+        "ConvBnRelu",
+    ]
+    # identical bodies share one function; every node names its rule, group and kernel
+    assert sorted(f.name for f in fused.functions) == [
+        "AddSoftmax",
+        "ConvBnRelu",
+        "FusedGelu",
+        "MatMulBias",
+    ]
+    meta = {e.key: e.value for e in fused_nodes[0].metadata_props}
+    assert meta["autofusion.rule"] == "bias_add"
+    assert meta["autofusion.group_id"] == "1"
+    assert meta["autofusion.kernel_name"] == "matmul_bias"
+    assert json.loads(meta["autofusion.nodes"]) == ["fc1_matmul", "fc1_bias"]
+    assert json.loads(meta["autofusion.attributes"]) == {"fused": True}
+    assert not fused_nodes[0].attribute  # rewrite.attributes never break the call
+    feeds = V.make_inputs(model, seed=3)
+    ref = V.run_model(model, feeds)
+    got = V.run_model(fused, feeds)
+    for name in ref:
+        np.testing.assert_allclose(got[name], ref[name], rtol=1e-5, atol=1e-6)
+
+
+def test_input_model_is_not_modified(model, graph):
+    before = model.SerializeToString()
+    rewrite_model(model, graph, groups_for(graph, *ALL))
+    assert model.SerializeToString() == before
+
+
+def test_different_bodies_for_one_target_op_get_overloads(model, graph):
+    groups = build_groups(
+        graph,
+        [scored("gelu", ["fc1_bias", "gelu_div"]), scored("gelu", ["gelu_add", "gelu_mul"])],
+        RULES,
+    )
+    fused = rewrite_model(model, graph, groups)
+    onnx.checker.check_model(fused, full_check=True)
+    assert sorted((f.name, f.overload) for f in fused.functions) == [
+        ("FusedGelu", ""),
+        ("FusedGelu", "v2"),
+    ]
+    feeds = V.make_inputs(model)
+    assert V.verify(V.run_model(model, feeds), fused, feeds, "random").ok
+
+
+def test_non_convex_group_is_refused(model, graph):
+    # fc1_bias -> gelu_div -> ... -> gelu_mul, but also fc1_bias -> gelu_mul directly:
+    # {fc1_bias, gelu_mul} without the path between them would create a cycle.
+    groups = build_groups(graph, [scored("gelu", ["fc1_bias", "gelu_mul"])], RULES)
+    with pytest.raises(RewriteError, match="cycle"):
+        rewrite_model(model, graph, groups)
+
+
+def test_corrupted_rule_fails_verification_and_bisection_finds_it(model, graph):
+    groups = groups_for(graph, *ALL)
+    feeds = V.make_inputs(model)
+    ref = V.run_model(model, feeds)
+    bad = rewrite_model(model, graph, groups, corrupt_rules={"gelu"})
+    result = V.verify(ref, bad, feeds, "random")
+    assert not result.ok
+    assert {o.name for o in result.outputs if not o.ok} == {"y"}
+
+    def passes(subset):
+        fused = rewrite_model(model, graph, subset, corrupt_rules={"gelu"})
+        return V.verify(ref, fused, feeds, "random").ok
+
+    kept, dropped, runs = V.bisect_failures(groups, passes)
+    assert [g.rule for g in dropped] == ["gelu"]
+    assert len(kept) == 4 and runs >= 2
