@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
+from ruleengine.diagnostics.model import Diagnostic
+
 # ONNX dtype name (lower-case, as onnx.helper.tensor_dtype_to_np_dtype names it) -> bytes.
 DTYPE_SIZES: Mapping[str, int] = MappingProxyType(
     {
@@ -85,6 +87,10 @@ class Node:
     attributes: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
     index: int = 0  # position in a topological order
     opaque: bool = False  # has a subgraph (If/Loop/Scan) or an unknown domain
+    # Position in the model file's ``graph.node`` list: lets the rewriter find the original
+    # NodeProto even when the loader generated or de-duplicated the name.
+    source_index: int = -1
+    source_name: str = ""  # the name as written in the model ("" when it had none)
 
 
 @dataclass(frozen=True)
@@ -99,6 +105,9 @@ class Graph:
     bound_dims: Mapping[str, int] = field(default_factory=lambda: MappingProxyType({}))
     unbound_dims: tuple[str, ...] = ()
     opaque_nodes: tuple[str, ...] = ()
+    # Non-fatal findings of loading (renamed duplicate node names, failed shape inference).
+    warnings: tuple[Diagnostic, ...] = ()
+    opsets: Mapping[str, int] = field(default_factory=lambda: MappingProxyType({}))
     _node_index: Mapping[str, Node] = field(default_factory=lambda: MappingProxyType({}))
 
     def node(self, name: str) -> Node:

@@ -1,0 +1,516 @@
+"""ONNX -> the immutable ``Graph`` view. The only module that reads ONNX files.
+
+Weights are never loaded: ``load_external_data=False`` and initializer shapes/dtypes come
+from the TensorProto header fields, so a model whose external weight file is missing is
+still analysable. Shape inference runs on the model (without data); symbolic dimensions
+can be bound first (``dims``), the rest are reported in ``Graph.unbound_dims``.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+import numpy as np
+import onnx
+from onnx import AttributeProto, TensorProto, helper, numpy_helper
+
+from ruleengine.diagnostics.model import Diagnostic, Location, Severity
+from ruleengine.errors import GraphLoadError
+from ruleengine.graph.model import Graph, Node, Tensor
+
+# Constant tensors with at most this many elements keep their values (for param checks).
+SMALL_CONST_NUMEL = 64
+
+# Domains whose ops we understand; any other domain makes a node opaque.
+KNOWN_DOMAINS = ("", "ai.onnx", "ai.onnx.ml")
+CONTROL_FLOW = ("If", "Loop", "Scan")
+
+# Stable diagnostic codes of graph loading (AF5xx).
+CODES: Mapping[str, tuple[str, str]] = MappingProxyType(
+    {
+        "unreadable": ("AF501", "unreadable-model"),
+        "cycle": ("AF502", "cyclic-graph"),
+        "two-producers": ("AF503", "tensor-with-two-producers"),
+        "dangling": ("AF504", "dangling-input"),
+        "duplicate-node": ("AF505", "duplicate-node-name"),
+        "shape-inference": ("AF506", "shape-inference-failed"),
+        "bad-dim": ("AF507", "unknown-dim-name"),
+        "no-graph": ("AF508", "empty-model"),
+    }
+)
+
+
+def _diag(
+    key: str, message: str, where: str, hint: str | None, severity: Severity = Severity.ERROR
+) -> Diagnostic:
+    code, name = CODES[key]
+    return Diagnostic(code, name, severity, message, Location(where), hint)
+
+
+def _fail(key: str, message: str, where: str, hint: str | None = None) -> GraphLoadError:
+    return GraphLoadError(message, (_diag(key, message, where, hint),))
+
+
+def _dtype_name(elem_type: int) -> str | None:
+    if not elem_type:
+        return None
+    try:
+        return helper.tensor_dtype_to_np_dtype(elem_type).name
+    except Exception:  # noqa: BLE001 - exotic types (float8, int4) have no numpy dtype
+        name = TensorProto.DataType.Name(elem_type).lower()
+        return {"float8e4m3fn": "float8e4m3fn"}.get(name, name)
+
+
+def _shape_of(tp: onnx.TypeProto) -> tuple[int | str | None, ...] | None:
+    if not tp.HasField("tensor_type") or not tp.tensor_type.HasField("shape"):
+        return None
+    dims: list[int | str | None] = []
+    for d in tp.tensor_type.shape.dim:
+        if d.HasField("dim_value"):
+            dims.append(int(d.dim_value))
+        elif d.HasField("dim_param") and d.dim_param:
+            dims.append(d.dim_param)
+        else:
+            dims.append(None)
+    return tuple(dims)
+
+
+def _read_model(path: Path) -> onnx.ModelProto:
+    where = str(path)
+    if not path.is_file():
+        raise _fail("unreadable", f"model file {where} does not exist", where)
+    try:
+        model = onnx.load(str(path), load_external_data=False)
+    except Exception as exc:  # noqa: BLE001 - protobuf raises many kinds
+        raise _fail(
+            "unreadable",
+            f"{where} is not a readable ONNX model ({type(exc).__name__}: {exc})",
+            where,
+            "pass an .onnx file written by an ONNX exporter",
+        ) from None
+    if not model.HasField("graph") or (
+        not model.graph.node and not model.graph.input and not model.graph.output
+    ):
+        raise _fail(
+            "unreadable" if not model.ByteSize() else "no-graph",
+            f"{where} holds no ONNX graph",
+            where,
+            "pass an .onnx file written by an ONNX exporter",
+        )
+    return model
+
+
+def _bind_dims(model: onnx.ModelProto, dims: Mapping[str, int]) -> None:
+    """Substitute bound symbolic dims everywhere a value type is declared."""
+    if not dims:
+        return
+    g = model.graph
+    for vi in (*g.input, *g.output, *g.value_info):
+        if not vi.type.HasField("tensor_type"):
+            continue
+        for d in vi.type.tensor_type.shape.dim:
+            if d.HasField("dim_param") and d.dim_param in dims:
+                d.dim_value = int(dims[d.dim_param])
+
+
+def _infer(model: onnx.ModelProto, where: str) -> tuple[onnx.ModelProto, tuple[Diagnostic, ...]]:
+    """Shape inference on a copy without the declared value_info (exporters often leave
+    ``unk__`` symbols there that a fresh data-propagating inference resolves); the declared
+    shapes are merged back in ``graph_from_model``. On failure, keep what is declared."""
+    fresh = onnx.ModelProto()
+    fresh.CopyFrom(model)
+    del fresh.graph.value_info[:]
+    last: Exception | None = None
+    for candidate, data_prop in ((fresh, True), (fresh, False), (model, False)):
+        try:
+            return onnx.shape_inference.infer_shapes(candidate, data_prop=data_prop), ()
+        except Exception as exc:  # noqa: BLE001 - keep what the model declares
+            last = exc
+    msg = (
+        f"ONNX shape inference failed ({type(last).__name__}: {last}); "
+        "using the shapes the model declares"
+    )
+    hint = "export the model with shapes, or bind symbolic dims with --dim"
+    return model, (_diag("shape-inference", msg, where, hint, Severity.WARNING),)
+
+
+def _better(a: tuple | None, b: tuple | None) -> tuple | None:
+    """The more informative of two shapes (more static dims wins; ``a`` on ties)."""
+    if a is None:
+        return b
+    if b is None:
+        return a
+
+    def static(s: tuple) -> int:
+        return sum(isinstance(d, int) for d in s)
+
+    return b if static(b) > static(a) else a
+
+
+def _py(value: Any) -> Any:
+    """Attribute/const values as plain, hashable Python values (lists become tuples)."""
+    if isinstance(value, bytes):
+        return value.decode("utf-8", errors="replace")
+    if isinstance(value, np.ndarray):
+        return tuple(_py(v) for v in value.reshape(-1).tolist())
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, (list, tuple)):
+        return tuple(_py(v) for v in value)
+    if isinstance(value, TensorProto):
+        arr = _small_array(value)
+        if arr is not None:
+            return tuple(arr.reshape(-1).tolist())
+        return f"<tensor {_dtype_name(value.data_type)} {tuple(value.dims)}>"
+    if isinstance(value, onnx.GraphProto):
+        return f"<graph {value.name}>"
+    return value
+
+
+def _small_array(t: TensorProto) -> np.ndarray | None:
+    numel = int(np.prod(t.dims)) if len(t.dims) else 1
+    if numel > SMALL_CONST_NUMEL or t.data_location == TensorProto.EXTERNAL:
+        return None
+    try:
+        return numpy_helper.to_array(t)
+    except Exception:  # noqa: BLE001 - exotic dtypes: no value, still a tensor
+        return None
+
+
+def _attr_value(a: AttributeProto) -> Any:
+    try:
+        return _py(helper.get_attribute_value(a))
+    except Exception:  # noqa: BLE001
+        return None
+
+
+def _schema_defaults(op_type: str, domain: str, opset: int) -> dict[str, Any]:
+    try:
+        schema = onnx.defs.get_schema(op_type, opset, domain)
+    except Exception:  # noqa: BLE001 - unknown op: no defaults
+        return {}
+    out: dict[str, Any] = {}
+    for name, attr in schema.attributes.items():
+        dv = attr.default_value
+        if dv is not None and dv.type != AttributeProto.UNDEFINED:
+            out[name] = _attr_value(dv)
+    return out
+
+
+_CONV_LIKE = ("Conv", "ConvTranspose", "MaxPool", "AveragePool", "LpPool", "QLinearConv")
+
+
+def _spatial_defaults(
+    op_type: str, attrs: dict[str, Any], inputs: tuple[str, ...], shapes: Mapping[str, Any]
+) -> None:
+    """ONNX says absent kernel_shape/strides/dilations/pads follow from the weight's shape."""
+    if op_type not in _CONV_LIKE:
+        return
+    k = None
+    if "kernel_shape" in attrs:
+        k = len(attrs["kernel_shape"])
+    elif op_type in ("Conv", "ConvTranspose") and len(inputs) > 1:
+        w = shapes.get(inputs[1])
+        if w is not None and len(w) > 2 and all(isinstance(d, int) for d in w[2:]):
+            attrs["kernel_shape"] = tuple(w[2:])
+            k = len(w) - 2
+    if k is None:
+        return
+    attrs.setdefault("strides", (1,) * k)
+    if op_type != "LpPool" or "dilations" in attrs:
+        attrs.setdefault("dilations", (1,) * k)
+    if attrs.get("auto_pad", "NOTSET") == "NOTSET":
+        attrs.setdefault("pads", (0,) * (2 * k))
+
+
+def _outer_refs(g: onnx.GraphProto) -> set[str]:
+    """Names a control-flow body reads from the enclosing scope (hidden consumers)."""
+    local = {i.name for i in g.input} | {i.name for i in g.initializer}
+    refs: set[str] = set()
+    for n in g.node:
+        for t in n.input:
+            if t and t not in local:
+                refs.add(t)
+        for a in n.attribute:
+            for sub in (*([a.g] if a.type == AttributeProto.GRAPH else []), *a.graphs):
+                refs |= _outer_refs(sub) - local
+        local.update(n.output)
+    return refs
+
+
+def _toposort(names: list[str], edges: dict[int, set[int]], indeg: list[int]) -> list[int]:
+    """Kahn's algorithm; ties keep the file order, so the order is stable."""
+    heap = [i for i, d in enumerate(indeg) if d == 0]
+    heapq.heapify(heap)
+    order: list[int] = []
+    while heap:
+        i = heapq.heappop(heap)
+        order.append(i)
+        for j in sorted(edges.get(i, ())):
+            indeg[j] -= 1
+            if indeg[j] == 0:
+                heapq.heappush(heap, j)
+    return order
+
+
+def _unique_names(nodes: Iterable[onnx.NodeProto]) -> tuple[list[str], list[tuple[str, str]]]:
+    """Unnamed nodes get ``<op_type>_<index>``; a repeated name gets ``__<k>`` appended."""
+    protos = list(nodes)
+    taken = {n.name for n in protos if n.name}
+    seen: set[str] = set()
+    names: list[str] = []
+    renamed: list[tuple[str, str]] = []
+    for i, n in enumerate(protos):
+        base = n.name or f"{n.op_type}_{i}"
+        name, k = base, 1
+        if name in seen or (not n.name and name in taken):
+            while name in seen or name in taken:
+                k += 1
+                name = f"{base}__{k}"
+        if n.name and name != n.name:
+            renamed.append((n.name, name))
+        seen.add(name)
+        names.append(name)
+    return names, renamed
+
+
+def load_graph(path: str | Path, dims: Mapping[str, int] | None = None) -> Graph:
+    """Read an ONNX model into an immutable ``Graph`` (raises ``GraphLoadError``)."""
+    path = Path(path)
+    where = str(path)
+    dims = dict(dims or {})
+    model = _read_model(path)
+    return graph_from_model(model, dims, where)
+
+
+def graph_from_model(
+    model: onnx.ModelProto, dims: Mapping[str, int] | None = None, where: str = "<model>"
+) -> Graph:
+    """Build the ``Graph`` of an in-memory model (tests and the bench use this directly)."""
+    dims = dict(dims or {})
+    model_copy = onnx.ModelProto()
+    model_copy.CopyFrom(model)
+    _bind_dims(model_copy, dims)
+    declared = {
+        d.dim_param
+        for vi in model_copy.graph.input
+        for d in vi.type.tensor_type.shape.dim
+        if d.HasField("dim_param")
+    }
+    pre_warn = tuple(
+        _diag(
+            "bad-dim",
+            f"--dim {name}={dims[name]} binds no symbolic input dimension of the model",
+            where,
+            f"symbolic input dims: {', '.join(sorted(declared)) or 'none'}",
+            Severity.WARNING,
+        )
+        for name in sorted(dims)
+        if name not in declared
+    )
+    inferred, warnings = _infer(model_copy, where)
+    warnings = pre_warn + warnings
+    g = inferred.graph
+    opsets = {o.domain or "": int(o.version) for o in inferred.opset_import}
+    if "ai.onnx" in opsets and "" not in opsets:
+        opsets[""] = opsets["ai.onnx"]
+    opset = opsets.get("", 0)
+
+    # Declared types: value_info, then inputs/outputs, then initializers (the truth).
+    types: dict[str, tuple[str | None, tuple | None]] = {}
+    declared = model_copy.graph
+    for vi in (*declared.value_info, *declared.output, *declared.input):
+        if vi.type.HasField("tensor_type"):
+            types[vi.name] = (_dtype_name(vi.type.tensor_type.elem_type), _shape_of(vi.type))
+    for vi in (*g.value_info, *g.output, *g.input):
+        if vi.type.HasField("tensor_type"):
+            dtype = _dtype_name(vi.type.tensor_type.elem_type)
+            old_dtype, old_shape = types.get(vi.name, (None, None))
+            types[vi.name] = (dtype or old_dtype, _better(_shape_of(vi.type), old_shape))
+    init_names: set[str] = set()
+    const_values: dict[str, tuple] = {}
+    for init in g.initializer:
+        init_names.add(init.name)
+        types[init.name] = (_dtype_name(init.data_type), tuple(int(d) for d in init.dims))
+        arr = _small_array(init)
+        if arr is not None:
+            const_values[init.name] = tuple(_py(arr))
+    for sp in g.sparse_initializer:
+        init_names.add(sp.values.name)
+        types[sp.values.name] = (_dtype_name(sp.values.data_type), tuple(int(d) for d in sp.dims))
+    graph_inputs = tuple(i.name for i in g.input if i.name not in init_names)
+    graph_outputs = tuple(o.name for o in g.output)
+
+    protos = list(g.node)
+    names, renamed = _unique_names(protos)
+    for old, new in renamed:
+        warnings += (
+            _diag(
+                "duplicate-node",
+                f"node name {old!r} is used by more than one node; the later one is "
+                f"called {new!r} here",
+                where,
+                "give every node a unique name in the exporter",
+                Severity.WARNING,
+            ),
+        )
+
+    # Producers (one per tensor), consumers, hidden consumers of control-flow bodies.
+    producer: dict[str, tuple[int, int]] = {}
+    for i, n in enumerate(protos):
+        for port, t in enumerate(n.output):
+            if not t:
+                continue
+            if t in producer or t in init_names or t in graph_inputs:
+                first = (
+                    names[producer[t][0]]
+                    if t in producer
+                    else ("an initializer" if t in init_names else "a graph input")
+                )
+                raise _fail(
+                    "two-producers",
+                    f"tensor {t!r} is produced by node {names[i]!r} and also by "
+                    f"{first if first.startswith('a') else repr(first)}",
+                    where,
+                    "every tensor must have exactly one producer (SSA form)",
+                )
+            producer[t] = (i, port)
+    known = set(producer) | init_names | set(graph_inputs)
+    consumers: dict[str, list[tuple[str, int]]] = {}
+    edges: dict[int, set[int]] = {}
+    indeg = [0] * len(protos)
+    opaque: list[bool] = []
+    hidden: list[set[str]] = []
+    for i, n in enumerate(protos):
+        sub_refs: set[str] = set()
+        has_body = False
+        for a in n.attribute:
+            for sub in (*([a.g] if a.type == AttributeProto.GRAPH else []), *a.graphs):
+                has_body = True
+                sub_refs |= _outer_refs(sub)
+        opaque.append(
+            has_body or n.op_type in CONTROL_FLOW or (n.domain or "") not in KNOWN_DOMAINS
+        )
+        hidden.append(sub_refs - set(n.input))
+        reads = [(t, port) for port, t in enumerate(n.input) if t]
+        reads += [(t, -1) for t in sorted(hidden[-1])]
+        for t, port in reads:
+            if t not in known:
+                if port == -1:  # a body reads an outer name nothing defines: not our problem
+                    continue
+                raise _fail(
+                    "dangling",
+                    f"input {port} of node {names[i]!r} ({n.op_type}) reads tensor {t!r}, "
+                    "which no node, initializer or graph input produces",
+                    where,
+                    "the model is truncated or was edited by hand; re-export it",
+                )
+            consumers.setdefault(t, []).append((names[i], port))
+            if t in producer:
+                j = producer[t][0]
+                if j == i:
+                    raise _fail(
+                        "cycle",
+                        f"node {names[i]!r} reads its own output {t!r}",
+                        where,
+                        "ONNX graphs must be acyclic",
+                    )
+                if i not in edges.setdefault(j, set()):
+                    edges[j].add(i)
+                    indeg[i] += 1
+    order = _toposort(names, edges, indeg)
+    if len(order) != len(protos):
+        stuck = sorted(set(range(len(protos))) - set(order))
+        listed = ", ".join(repr(names[i]) for i in stuck[:6])
+        raise _fail(
+            "cycle",
+            f"the graph has a cycle through {len(stuck)} node(s), e.g. {listed}",
+            where,
+            "ONNX graphs must be acyclic; re-export the model",
+        )
+    topo = {i: k for k, i in enumerate(order)}
+
+    # Constant node outputs are constants too (with small values kept).
+    const_nodes: set[str] = set()
+    for n in protos:
+        if n.op_type == "Constant" and (n.domain or "") in ("", "ai.onnx") and n.output:
+            const_nodes.add(n.output[0])
+            for a in n.attribute:
+                val = _attr_value(a)
+                if a.name == "value" and isinstance(val, tuple):
+                    const_values[n.output[0]] = val
+                    types.setdefault(n.output[0], (_dtype_name(a.t.data_type), tuple(a.t.dims)))
+                elif a.name in ("value_float", "value_int"):
+                    const_values[n.output[0]] = (val,)
+                elif a.name in ("value_floats", "value_ints") and isinstance(val, tuple):
+                    if len(val) <= SMALL_CONST_NUMEL:
+                        const_values[n.output[0]] = val
+
+    shapes = {k: v[1] for k, v in types.items()}
+    nodes: list[Node] = []
+    for i in order:
+        n = protos[i]
+        domain = n.domain or ""
+        dom_opset = opsets.get(domain, opsets.get("ai.onnx" if domain == "" else domain, opset))
+        attrs = _schema_defaults(n.op_type, domain, dom_opset) if not opaque[i] else {}
+        for a in n.attribute:
+            attrs[a.name] = _attr_value(a)
+        _spatial_defaults(n.op_type, attrs, tuple(n.input), shapes)
+        nodes.append(
+            Node(
+                name=names[i],
+                op_type=n.op_type,
+                domain=domain,
+                inputs=tuple(n.input),
+                outputs=tuple(n.output),
+                attributes=MappingProxyType(attrs),
+                index=topo[i],
+                opaque=opaque[i],
+                source_index=i,
+                source_name=n.name,
+            )
+        )
+
+    all_tensors = set(known) | set(consumers)
+    unbound: set[str] = set()
+    tensors: dict[str, Tensor] = {}
+    outputs_set = set(graph_outputs)
+    for t in sorted(all_tensors):
+        dtype, shape = types.get(t, (None, None))
+        if shape is not None:
+            shape = tuple(dims.get(d, d) if isinstance(d, str) else d for d in shape)
+            unbound.update(d for d in shape if isinstance(d, str))
+        prod = producer.get(t)
+        tensors[t] = Tensor(
+            name=t,
+            dtype=dtype,
+            shape=shape,
+            producer=names[prod[0]] if prod else None,
+            producer_port=prod[1] if prod else None,
+            consumers=tuple(consumers.get(t, ())),
+            is_initializer=t in init_names,
+            is_constant=t in init_names or t in const_nodes,
+            is_graph_input=t in graph_inputs,
+            is_graph_output=t in outputs_set,
+            const_value=const_values.get(t),
+        )
+    node_index = {n.name: n for n in nodes}
+    return Graph(
+        name=g.name or Path(where).stem,
+        nodes=tuple(nodes),
+        tensors=MappingProxyType(tensors),
+        inputs=graph_inputs,
+        outputs=graph_outputs,
+        opset=opset,
+        model_path=None if where.startswith("<") else where,
+        bound_dims=MappingProxyType(dict(dims)),
+        unbound_dims=tuple(sorted(unbound)),
+        opaque_nodes=tuple(n.name for n in nodes if n.opaque),
+        warnings=warnings,
+        opsets=MappingProxyType(opsets),
+        _node_index=MappingProxyType(node_index),
+    )
