@@ -1,1 +1,155 @@
-"""Rule-author commands: verify, check, rule-codes, convert."""
+"""Rule-author commands: verify, check, rule-codes, rule-schema, convert.
+
+Parse -> run the lint stage -> render with a reporter -> exit 0 (clean), 1 (findings) or
+2 (could not run). Findings go to stdout in the chosen format; --verbose progress and
+"could not run" errors go to stderr.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from pathlib import Path
+
+import typer
+
+from ruleengine.cli.app import app
+from ruleengine.cli.common import EXIT_ERROR, EXIT_FINDINGS, EXIT_OK, guarded
+from ruleengine.diagnostics.codes import CODES, lookup
+from ruleengine.diagnostics.reporters import Summary, render
+
+
+class OutputFormat(StrEnum):
+    text = "text"
+    json = "json"
+    github = "github"
+    sarif = "sarif"
+
+
+def _run_lint(paths: list[str], *, set_checks: bool, strict: bool, fmt: str, verbose: bool) -> int:
+    from ruleengine.rules import lint_paths
+
+    result = lint_paths(paths, set_checks=set_checks)
+    if verbose:
+        for f in result.files:
+            names = ", ".join(f.rules) if f.rules else "no rules loaded"
+            typer.echo(f"checked {f.path}: {names}", err=True)
+    summary = Summary(files=len(result.files), rules=len(result.rules), strict=strict)
+    typer.echo(render(fmt, result.diagnostics, summary), nl=False)
+    return result.exit_code(strict)
+
+
+@app.command("verify")
+def verify(
+    files: list[str] = typer.Argument(..., help="Rule files (YAML), directories or globs."),
+    fmt: OutputFormat = typer.Option(OutputFormat.text, "--format", "-f", help="Output format."),
+    strict: bool = typer.Option(False, "--strict", help="Warnings fail too (exit 1)."),
+    verbose: bool = typer.Option(False, "--verbose", "-v", help="List each file and rule."),
+) -> None:
+    """Check rule files one by one: YAML, schema and semantics (exit 0 clean, 1 findings)."""
+    code = guarded(
+        lambda: _run_lint(files, set_checks=False, strict=strict, fmt=fmt.value, verbose=verbose)
+    )
+    raise typer.Exit(code)
+
+
+@app.command("check")
+def check(
+    paths: list[str] = typer.Argument(..., help="Rule files, directories (recursed) or globs."),
+    strict: bool = typer.Option(False, "--strict", help="Warnings fail too (exit 1)."),
+    verbose: bool = typer.Option(False, "--verbose", "-v", help="List each file and rule."),
+    fmt: OutputFormat = typer.Option(OutputFormat.text, "--format", "-f", help="Output format."),
+) -> None:
+    """Lint a rule set: everything verify does plus duplicate names, priority conflicts,
+    unknown params, patterns that save no HBM traffic and patterns that never match."""
+    code = guarded(
+        lambda: _run_lint(paths, set_checks=True, strict=strict, fmt=fmt.value, verbose=verbose)
+    )
+    raise typer.Exit(code)
+
+
+def _code_doc(code: str) -> str:
+    info = CODES[code]
+    lines = [
+        f"{info.code} {info.name} ({info.severity}, reported by `{info.command}`)",
+        "",
+        info.summary,
+        "",
+        info.explanation,
+        "",
+    ]
+    if info.example:
+        lines += ["Example that triggers it:", ""]
+        lines += ["    " + ln for ln in info.example.rstrip("\n").split("\n")]
+    elif info.example_note:
+        lines += [f"Example: {info.example_note}"]
+    return "\n".join(lines) + "\n"
+
+
+@app.command("rule-codes")
+def rule_codes(
+    code: str | None = typer.Argument(None, help="A code (AF303) or name (unknown-param)."),
+) -> None:
+    """List every diagnostic code, or document one code."""
+    if code is None:
+        for info in CODES.values():
+            typer.echo(f"{info.code}  {info.name:<26} {info.severity:<8} {info.summary}")
+        raise typer.Exit(EXIT_OK)
+    info = lookup(code)
+    if info is None:
+        typer.echo(f"error: unknown diagnostic code {code!r}", err=True)
+        typer.echo("  hint: `autofusion rule-codes` lists every code", err=True)
+        raise typer.Exit(EXIT_ERROR)
+    typer.echo(_code_doc(info.code), nl=False)
+    raise typer.Exit(EXIT_OK)
+
+
+@app.command("rule-schema")
+def rule_schema(
+    path_only: bool = typer.Option(False, "--path", help="Print the schema file's path."),
+) -> None:
+    """Print the rule JSON Schema (for editors: `# yaml-language-server: $schema=...`)."""
+    from ruleengine.resources import schema_path
+
+    p = schema_path("rule")
+    if path_only:
+        typer.echo(str(p))
+    else:
+        typer.echo(p.read_text(encoding="utf-8"), nl=False)
+    raise typer.Exit(EXIT_OK)
+
+
+def _convert(source: str, out_dir: str | None, force: bool) -> int:
+    from ruleengine.rules import lint_file
+    from ruleengine.rules.convert import convert_file
+
+    converted = convert_file(source)
+    problems = 0
+    for conv in converted:
+        res = lint_file(Path(conv.filename), display=conv.filename, text=conv.text)
+        for d in res.diagnostics:
+            problems += 1
+            typer.echo(f"{d.location}: {d.severity} {d.code} {d.name}: {d.message}", err=True)
+        for u in conv.unmapped:
+            typer.echo(f"{conv.name}: not mapped (kept as a comment): {u}", err=True)
+    if out_dir is None:
+        typer.echo("---\n".join(c.text for c in converted), nl=False)
+    else:
+        from ruleengine.rules.convert import write_files
+
+        written = write_files(converted, Path(out_dir), force=force)
+        for w in written:
+            typer.echo(f"wrote {w.as_posix()}")
+    return EXIT_FINDINGS if problems else EXIT_OK
+
+
+@app.command("convert")
+def convert(
+    source: str = typer.Argument(..., help="Compact JSON rule file (pattern/output_op)."),
+    output: str | None = typer.Option(
+        None, "--output", "-o", help="Directory for one YAML file per rule (default: stdout)."
+    ),
+    force: bool = typer.Option(False, "--force", help="Overwrite existing files."),
+) -> None:
+    """Convert compact JSON rules (pattern, output_op, conditions) into YAML rule files."""
+    code = guarded(lambda: _convert(source, output, force))
+    raise typer.Exit(code)

@@ -36,6 +36,8 @@ class ParamMapping:
     check: str | None = None  # SHAPE: name of the shape check (e.g. "broadcast")
     variants: FrozenMap = field(default_factory=FrozenMap)  # VARIANT: value -> variant name
     description: str | None = None
+    # INPUT_CONST: below this opset the value is the attribute ``onnx_attr`` instead.
+    attr_before_opset: int | None = None
 
 
 @dataclass(frozen=True)
@@ -52,3 +54,6 @@ class OpAlias:
     composite: str | None = None
     params: FrozenMap = field(default_factory=FrozenMap)  # name -> ParamMapping
     description: str | None = None
+    composites: tuple[str, ...] = ()  # every composite the alias may match (composite = [0])
+    const_operand: bool = False  # one input must be a constant (BiasAdd = Add with a const)
+    implied_params: FrozenMap = field(default_factory=FrozenMap)  # hold for every match

@@ -10,7 +10,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ruleengine.diagnostics.model import Location
+from ruleengine.diagnostics.model import Diagnostic, Location
 
 # A parameter value after loading: scalars, tuples of values, or nested FrozenMap.
 ParamValue = Any
@@ -164,6 +164,8 @@ class RuleSet:
     """Loaded rules, in a deterministic order (by name), with where they came from."""
 
     rules: tuple[Rule, ...] = ()
+    diagnostics: tuple[Diagnostic, ...] = ()  # warnings found while loading
+    files: tuple[str, ...] = ()  # the rule files read, as displayed in diagnostics
 
     def by_name(self) -> dict[str, Rule]:
         return {r.name: r for r in self.rules}

@@ -1,0 +1,379 @@
+"""The registry of diagnostic codes: one stable code per kind of finding.
+
+Each code has a kebab-case name, a default severity, a one-line summary, an explanation
+and a minimal example that triggers it (shown by ``autofusion rule-codes CODE`` and used by
+the tests, so a code without an example cannot be added). Codes are never renumbered or
+reused; retired codes stay here marked as such.
+
+Families: AF0xx reading files (YAML), AF1xx schema, AF2xx rule semantics (``verify``),
+AF3xx rule-set and lint findings (``check``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from ruleengine.diagnostics.model import Diagnostic, Location, Severity
+
+
+@dataclass(frozen=True)
+class CodeInfo:
+    """Documentation of one diagnostic code."""
+
+    code: str
+    name: str
+    severity: Severity
+    summary: str
+    explanation: str
+    example: str  # a rule file (YAML text) that triggers the code; "" when not expressible
+    example_note: str = ""  # how to trigger it when the example is not a plain file
+    command: str = "verify"  # the first command that reports it: verify or check
+
+
+_E = Severity.ERROR
+_W = Severity.WARNING
+
+_CODES: tuple[CodeInfo, ...] = (
+    # ---------------------------------------------------------------- AF0xx reading files
+    CodeInfo(
+        "AF001",
+        "path-not-found",
+        _E,
+        "A path given on the command line does not exist or holds no rule files.",
+        "The command cannot run: a file, directory or glob named on the command line "
+        "matched nothing. Exit code 2.",
+        "",
+        "autofusion verify does/not/exist.yaml",
+    ),
+    CodeInfo(
+        "AF002",
+        "unreadable-file",
+        _E,
+        "The file is not UTF-8 text (binary, NUL bytes) or could not be read.",
+        "Rule files are UTF-8 YAML text. A binary file (for example an ONNX model passed "
+        "by mistake) is refused before parsing.",
+        "",
+        "a file containing NUL bytes, e.g. printf 'name: a\\0' > bad.yaml",
+    ),
+    CodeInfo(
+        "AF003",
+        "file-too-large",
+        _E,
+        "The file is larger than the 1 MiB limit for a rule file.",
+        "Rule files are small; a huge file is almost certainly a mistake (or an attack) "
+        "and is refused before parsing.",
+        "",
+        "a YAML file larger than 1 MiB",
+    ),
+    CodeInfo(
+        "AF004",
+        "yaml-syntax",
+        _E,
+        "The file is not valid YAML.",
+        "The YAML parser stopped at the given line and column; nothing in the file is loaded.",
+        "name: bad\nmatch: [unclosed\n",
+    ),
+    CodeInfo(
+        "AF005",
+        "duplicate-key",
+        _E,
+        "A mapping has the same key twice.",
+        "YAML parsers usually keep the last value silently; autofusion refuses the file "
+        "instead. A frequent cause is several rules pasted into one document: separate "
+        "rules need a `---` line between them.",
+        "name: a\npriority: 1\nname: b\nmatch:\n  ops:\n    - type: Relu\n"
+        "rewrite:\n  target_op: A\n",
+    ),
+    CodeInfo(
+        "AF006",
+        "yaml-too-complex",
+        _E,
+        "The document expands to too many nodes or nests too deeply (alias bomb).",
+        "YAML anchors and aliases can make a small file expand exponentially ('billion "
+        "laughs'). Expansion is budgeted; files over the budget are refused.",
+        'a: &a ["x","x","x","x","x","x","x","x","x","x"]\n'
+        "b: &b [*a,*a,*a,*a,*a,*a,*a,*a,*a,*a]\n"
+        "c: &c [*b,*b,*b,*b,*b,*b,*b,*b,*b,*b]\n"
+        "d: &d [*c,*c,*c,*c,*c,*c,*c,*c,*c,*c]\n"
+        "e: &e [*d,*d,*d,*d,*d,*d,*d,*d,*d,*d]\n"
+        "f: &f [*e,*e,*e,*e,*e,*e,*e,*e,*e,*e]\n",
+    ),
+    CodeInfo(
+        "AF007",
+        "not-a-mapping",
+        _E,
+        "A YAML document is not a mapping (a rule must be `key: value` pairs).",
+        "Each YAML document in a rule file is one rule, written as a mapping. A list or "
+        "a bare scalar at the top of a document is refused.",
+        "- name: a\n- name: b\n",
+    ),
+    CodeInfo(
+        "AF008",
+        "unsupported-tag",
+        _E,
+        "A YAML tag that safe loading does not allow (e.g. !!python/object).",
+        "Only the standard YAML tags for strings, numbers, booleans, null, sequences and "
+        "mappings are accepted. Language-specific tags could run code and are refused.",
+        "name: !!python/object:os.system a\nmatch:\n  ops:\n    - type: Relu\n"
+        "rewrite:\n  target_op: A\n",
+    ),
+    CodeInfo(
+        "AF009",
+        "empty-file",
+        _W,
+        "The file holds no rule (empty or only comments).",
+        "An empty rule file is usually a mistake (a rule not yet written, or content lost).",
+        "# nothing here\n",
+    ),
+    CodeInfo(
+        "AF010",
+        "yaml11-boolean",
+        _W,
+        "`yes`/`no`/`on`/`off` used where a boolean is expected.",
+        "YAML 1.1 reads yes/no/on/off as booleans, YAML 1.2 as strings. autofusion reads "
+        "them as booleans where a boolean is expected (and in op params) but asks for "
+        "`true`/`false`, which every YAML reader agrees on.",
+        "name: a\nenabled: yes\nmatch:\n  ops:\n    - type: Relu\nrewrite:\n  target_op: A\n",
+    ),
+    CodeInfo(
+        "AF011",
+        "quoted-number",
+        _W,
+        "A number written as a quoted string where a number is expected.",
+        "The value is read as the number it spells, but quoting numbers hides typos; write "
+        "the number without quotes.",
+        'name: a\npriority: "10"\nmatch:\n  ops:\n    - type: Relu\nrewrite:\n  target_op: A\n',
+    ),
+    # ---------------------------------------------------------------- AF1xx schema
+    CodeInfo(
+        "AF101",
+        "missing-field",
+        _E,
+        "A required field is missing.",
+        "Every rule needs `name`, `match` (with `ops` or `branches`) and "
+        "`rewrite.target_op`; some nested objects have required fields too (an op's "
+        "`type`, a constraint's own fields).",
+        "rewrite:\n  attributes:\n    tile_policy: chunked\n",
+    ),
+    CodeInfo(
+        "AF102",
+        "unknown-field",
+        _E,
+        "A field the rule format does not have (often a typo).",
+        "Unknown fields are refused rather than ignored, so a misspelt field cannot "
+        "silently change nothing. The hint suggests the closest known field.",
+        "name: a\npriorty: 1\nmatch:\n  ops:\n    - type: Relu\nrewrite:\n  target_op: A\n",
+    ),
+    CodeInfo(
+        "AF103",
+        "wrong-type",
+        _E,
+        "A field has the wrong type (e.g. a string where an integer is expected).",
+        "See `schemas/rule.schema.json` (or `autofusion rule-schema`) for each field's type.",
+        "name: a\npriority: high\nmatch:\n  ops:\n    - type: Relu\nrewrite:\n  target_op: A\n",
+    ),
+    CodeInfo(
+        "AF104",
+        "invalid-value",
+        _E,
+        "A field has a value outside what it allows (enum, range, pattern, length).",
+        "The message says which values are allowed.",
+        "name: a\nmatch:\n  ops:\n    - type: Relu\n      input_sources:\n        input0:\n"
+        "          source_type: weights\nrewrite:\n  target_op: A\n",
+    ),
+    CodeInfo(
+        "AF105",
+        "unknown-constraint-type",
+        _E,
+        "A constraint `type` that autofusion does not know.",
+        "Known constraint types: dtype_match, shape_constraint, memory_limit, "
+        "workspace_size, channel_divisibility, single_consumer, ub_fit. A constraint "
+        "nobody evaluates would give a false sense of safety, so it is an error.",
+        "name: a\nmatch:\n  ops:\n    - type: Relu\nrewrite:\n  target_op: A\n"
+        "constraints:\n  - type: alignment_check\n",
+    ),
+    # ---------------------------------------------------------------- AF2xx semantics
+    CodeInfo(
+        "AF201",
+        "unknown-op-type",
+        _E,
+        "An op `type` that is no ONNX op, alias, composite or op class.",
+        "An op type is an ONNX operator known to onnx.defs (e.g. Conv, Relu), a framework "
+        "alias from ops/aliases.yaml (Conv2d, BatchNorm, Swish, ...), a composite (silu, "
+        "layernorm, ...) or an op class (@elementwise, @view, ...). Names are "
+        "case-sensitive.",
+        "name: a\nmatch:\n  ops:\n    - type: Conv2D\nrewrite:\n  target_op: A\n",
+    ),
+    CodeInfo(
+        "AF202",
+        "bad-from-op",
+        _E,
+        "`from_op` does not refer to an earlier op of the same pattern.",
+        "`input_sources.inputK.from_op: j` says input K is fed by op j, which must come "
+        "before this op (0 <= j < this op's index).",
+        "name: a\nmatch:\n  ops:\n    - type: Conv\n    - type: Relu\n      input_sources:\n"
+        "        input0:\n          from_op: 1\nrewrite:\n  target_op: A\n",
+    ),
+    CodeInfo(
+        "AF203",
+        "bad-rewrite-input",
+        _E,
+        "A `rewrite.inputs` entry refers to an op or output that does not exist.",
+        "`rewrite.inputs[].from_op` must index an op of every match alternative, and "
+        "`input_port` values must be distinct.",
+        "name: a\nmatch:\n  ops:\n    - type: Conv\n    - type: Relu\nrewrite:\n"
+        "  target_op: A\n  inputs:\n    - from_op: 5\n",
+    ),
+    CodeInfo(
+        "AF204",
+        "bad-range",
+        _E,
+        "A min/max pair is inverted or impossible.",
+        "`inputs.min_inputs` <= `inputs.max_inputs`, `subgraph.input_count_range` is "
+        "[low, high] with low <= high, `repeat.min` <= `repeat.max`.",
+        "name: a\nmatch:\n  ops:\n    - type: Add\n      inputs:\n        min_inputs: 3\n"
+        "        max_inputs: 2\nrewrite:\n  target_op: A\n",
+    ),
+    CodeInfo(
+        "AF205",
+        "duplicate-output-name",
+        _E,
+        "The same `output_names` entry is used twice in one pattern.",
+        "Output names identify tensors for rewrite and reports; they must be unique within "
+        "a match alternative.",
+        "name: a\nmatch:\n  ops:\n    - type: Conv\n      output_names: [x]\n"
+        "    - type: Relu\n      output_names: [x]\nrewrite:\n  target_op: A\n",
+    ),
+    CodeInfo(
+        "AF206",
+        "unknown-dtype",
+        _E,
+        "A dtype name that is not an ONNX tensor type.",
+        "Use ONNX names in lower case: float16, float32, float64, bfloat16, int8, int16, "
+        "int32, int64, uint8, uint16, uint32, uint64, bool, ...",
+        "name: a\nmatch:\n  ops:\n    - type: Relu\nrewrite:\n  target_op: A\n"
+        "constraints:\n  - type: dtype_match\n    allowed_dtypes: [fp16]\n",
+    ),
+    CodeInfo(
+        "AF207",
+        "bad-input-port",
+        _E,
+        "An `input_sources` port that the op cannot have, or a source that is ambiguous.",
+        "Ports are named input0, input1, ...; a port number must be below the op's "
+        "`max_inputs` (and below the ONNX op's input count). Each source names exactly "
+        "one of `from_op` or `source_type`.",
+        "name: a\nmatch:\n  ops:\n    - type: Relu\n      input_sources:\n"
+        "        input3:\n          source_type: const\nrewrite:\n  target_op: A\n",
+    ),
+    CodeInfo(
+        "AF208",
+        "unsafe-path",
+        _E,
+        "An output path that is absolute or escapes the output directory.",
+        "Paths in `output` (file_path, dot_graph_path) are relative to the output "
+        "directory and may never leave it (no absolute paths, no `..`).",
+        "name: a\nmatch:\n  ops:\n    - type: Relu\nrewrite:\n  target_op: A\n"
+        "output:\n  file_path: ../../etc/\n",
+    ),
+    CodeInfo(
+        "AF209",
+        "empty-match",
+        _E,
+        "`match` has neither `ops` nor `branches`.",
+        "A rule must say which ops it matches: `match.ops` and/or `match.branches`.",
+        "name: a\nmatch:\n  subgraph:\n    output_count: 1\nrewrite:\n  target_op: A\n",
+    ),
+    # ---------------------------------------------------------------- AF3xx rule set / lint
+    CodeInfo(
+        "AF301",
+        "duplicate-rule-name",
+        _E,
+        "Two rules in one rule set have the same name.",
+        "Rule names identify rules in plans, reports and --enable/--disable; they must be "
+        "unique across the whole rule set.",
+        "name: a\nmatch:\n  ops:\n    - type: Relu\nrewrite:\n  target_op: A\n---\n"
+        "name: a\nmatch:\n  ops:\n    - type: Sigmoid\nrewrite:\n  target_op: B\n",
+        command="check",
+    ),
+    CodeInfo(
+        "AF302",
+        "priority-conflict",
+        _E,
+        "Two rules match the same op sequence with the same priority.",
+        "When two rules can match the same nodes, the higher priority wins at fuse time; "
+        "with equal priorities the choice is arbitrary (broken by name). Give one rule a "
+        "higher priority, or make the patterns differ.",
+        "name: a\npriority: 1\nmatch:\n  ops:\n    - type: MatMul\n    - type: Relu\n"
+        "rewrite:\n  target_op: A\n---\nname: b\npriority: 1\nmatch:\n  ops:\n"
+        "    - type: MatMul\n    - type: Relu\nrewrite:\n  target_op: B\n",
+        command="check",
+    ),
+    CodeInfo(
+        "AF303",
+        "unknown-param",
+        _W,
+        "A param that the op type does not have.",
+        "Params are ONNX attribute names of the op (or of the ONNX ops an alias stands "
+        "for) or the alias's own params from ops/aliases.yaml. A param the op does not have "
+        "can never be checked against a node; the hint lists the params it does have.",
+        "name: a\nmatch:\n  ops:\n    - type: Relu\n      params:\n        clip_max: 0.0\n"
+        "rewrite:\n  target_op: A\n",
+        command="check",
+    ),
+    CodeInfo(
+        "AF304",
+        "no-hbm-saving",
+        _W,
+        "The pattern fuses only metadata ops (Reshape, Squeeze, ...) into one real op.",
+        "@view ops (Reshape, Squeeze, Unsqueeze, Flatten, Identity) move no data, so "
+        "fusing them into a single compute op saves no HBM traffic; at fuse time such "
+        "candidates come out as 'no benefit'.",
+        "name: a\nmatch:\n  ops:\n    - type: MatMul\n    - type: Reshape\n"
+        "rewrite:\n  target_op: A\n",
+        command="check",
+    ),
+    CodeInfo(
+        "AF305",
+        "never-matches",
+        _W,
+        "Contradictory params: the pattern can never match a real node.",
+        "For example a param that is fixed for every ONNX node given another value "
+        "(MatMul transpose_b: true), a value outside the param's known values, or two "
+        "params that map onto the same ONNX attribute with different values.",
+        "name: a\nmatch:\n  ops:\n    - type: MatMul\n      params:\n        transpose_b: true\n"
+        "rewrite:\n  target_op: A\n",
+        command="check",
+    ),
+)
+
+CODES: Mapping[str, CodeInfo] = {c.code: c for c in _CODES}
+BY_NAME: Mapping[str, CodeInfo] = {c.name: c for c in _CODES}
+
+
+def lookup(code_or_name: str) -> CodeInfo | None:
+    """Find a code by its code (AF201, case-insensitive) or its kebab-case name."""
+    key = code_or_name.strip()
+    return CODES.get(key.upper()) or BY_NAME.get(key.lower())
+
+
+def make(
+    name: str,
+    message: str,
+    location: Location | None = None,
+    *,
+    hint: str | None = None,
+    related: tuple[Location, ...] = (),
+    severity: Severity | None = None,
+) -> Diagnostic:
+    """Build a Diagnostic for the registered code called ``name`` (kebab-case)."""
+    info = BY_NAME[name]
+    return Diagnostic(
+        code=info.code,
+        name=info.name,
+        severity=severity or info.severity,
+        message=message,
+        location=location,
+        hint=hint,
+        related=related,
+    )

@@ -1,0 +1,423 @@
+"""Semantic checks of one schema-valid rule document, and building the frozen ``Rule``.
+
+Runs only on documents the schema accepted, so the shapes of values are known here.
+Findings (``verify``): unknown op types, ``from_op`` not pointing to an earlier op,
+rewrite inputs outside the pattern, inverted ranges, duplicate output names, unknown
+dtypes, impossible input ports, output paths escaping the output directory.
+"""
+
+from __future__ import annotations
+
+import difflib
+from pathlib import PurePosixPath, PureWindowsPath
+from typing import Any
+
+from ruleengine.diagnostics import codes
+from ruleengine.diagnostics.model import Diagnostic, Location
+from ruleengine.ops.aliases import known_type_names, op_type_info
+from ruleengine.rules.model import (
+    Constraint,
+    FrozenMap,
+    InputSource,
+    MatchAlternative,
+    OpPattern,
+    OutputSpec,
+    Rewrite,
+    RewriteInput,
+    Rule,
+    SubgraphSpec,
+)
+from ruleengine.rules.schema import dotted
+from ruleengine.rules.yamlio import Document, Marks
+
+# ONNX tensor element types, lower-case (TensorProto.DataType names).
+ONNX_DTYPES = (
+    "float32",
+    "float16",
+    "bfloat16",
+    "float64",
+    "int8",
+    "int16",
+    "int32",
+    "int64",
+    "uint8",
+    "uint16",
+    "uint32",
+    "uint64",
+    "bool",
+    "string",
+    "complex64",
+    "complex128",
+    "float8e4m3fn",
+    "float8e4m3fnuz",
+    "float8e5m2",
+    "float8e5m2fnuz",
+    "float8e8m0",
+    "uint4",
+    "int4",
+    "float4e2m1",
+)
+_DTYPE_SPELLINGS = {
+    "float": "float32",
+    "fp32": "float32",
+    "f32": "float32",
+    "half": "float16",
+    "fp16": "float16",
+    "f16": "float16",
+    "bf16": "bfloat16",
+    "double": "float64",
+    "fp64": "float64",
+    "f64": "float64",
+    "int": "int32",
+    "long": "int64",
+    "i8": "int8",
+    "i32": "int32",
+    "i64": "int64",
+}
+
+
+def freeze(value: Any) -> Any:
+    """Plain YAML data -> hashable values (lists -> tuples, dicts -> FrozenMap)."""
+    if isinstance(value, dict):
+        return FrozenMap({k: freeze(v) for k, v in value.items()})
+    if isinstance(value, list):
+        return tuple(freeze(v) for v in value)
+    return value
+
+
+class _Checker:
+    def __init__(self, doc: Document) -> None:
+        self.doc = doc
+        self.marks: Marks = doc.marks
+        self.diags: list[Diagnostic] = []
+
+    def add(self, name: str, message: str, path: tuple, hint: str, *, key: bool = False) -> None:
+        loc = self.marks.key(path) if key else self.marks.value(path)
+        self.diags.append(codes.make(name, message, loc, hint=hint))
+
+    # ------------------------------------------------------------------ checks
+    def check(self) -> None:
+        data = self.doc.data
+        match = data.get("match", {})
+        alts = self.alternatives(match)
+        if not alts:
+            self.add(
+                "empty-match",
+                "match has neither `ops` nor `branches`",
+                ("match",),
+                "add `ops:` with a list of op patterns under match",
+            )
+        for base, ops in alts:
+            self.check_ops(base, ops)
+        self.check_subgraph(match.get("subgraph") or {})
+        self.check_rewrite(data.get("rewrite") or {}, alts)
+        for i, c in enumerate(data.get("constraints") or []):
+            if c.get("type") == "dtype_match":
+                for j, dt in enumerate(c.get("allowed_dtypes") or []):
+                    if dt not in ONNX_DTYPES:
+                        better = _DTYPE_SPELLINGS.get(str(dt).lower())
+                        if better is None:
+                            close = difflib.get_close_matches(str(dt), ONNX_DTYPES, n=1)
+                            better = close[0] if close else None
+                        hint = f"did you mean {better!r}? " if better else ""
+                        self.add(
+                            "unknown-dtype",
+                            f"constraints[{i}].allowed_dtypes: {dt!r} is not an ONNX dtype",
+                            ("constraints", i, "allowed_dtypes", j),
+                            hint + "use ONNX names: float16, float32, bfloat16, int8, ...",
+                        )
+        for key in ("file_path", "dot_graph_path"):
+            value = (data.get("output") or {}).get(key)
+            if isinstance(value, str) and _escapes(value):
+                self.add(
+                    "unsafe-path",
+                    f"output.{key} {value!r} leaves the output directory",
+                    ("output", key),
+                    "write a relative path inside the output directory, without `..`",
+                )
+
+    @staticmethod
+    def alternatives(match: dict) -> list[tuple[tuple, list]]:
+        alts: list[tuple[tuple, list]] = []
+        if match.get("ops"):
+            alts.append((("match", "ops"), match["ops"]))
+        for b, branch in enumerate(match.get("branches") or []):
+            alts.append((("match", "branches", b, "ops"), branch.get("ops") or []))
+        return alts
+
+    def check_ops(self, base: tuple, ops: list) -> None:
+        seen_names: dict[str, int] = {}
+        for i, op in enumerate(ops):
+            p = (*base, i)
+            info = op_type_info(op["type"])
+            if not info.known:
+                close = difflib.get_close_matches(op["type"], known_type_names(), n=3, cutoff=0.6)
+                lower = [n for n in known_type_names() if n.lower() == op["type"].lower()]
+                suggestions = lower or close
+                hint = (
+                    f"did you mean {' or '.join(map(repr, suggestions))}? " if suggestions else ""
+                )
+                self.add(
+                    "unknown-op-type",
+                    f"{dotted(p)}: unknown op type {op['type']!r}",
+                    (*p, "type"),
+                    hint + "use an ONNX op, an alias from ops/aliases.yaml, a composite or an "
+                    "@class (names are case-sensitive)",
+                )
+            inputs = op.get("inputs") or {}
+            lo, hi = inputs.get("min_inputs"), inputs.get("max_inputs")
+            if lo is not None and hi is not None and lo > hi:
+                self.add(
+                    "bad-range",
+                    f"{dotted(p)}.inputs: min_inputs {lo} is greater than max_inputs {hi}",
+                    (*p, "inputs"),
+                    "swap the two values",
+                )
+            rep = op.get("repeat") or {}
+            rmin, rmax = rep.get("min", 1), rep.get("max")
+            if rmax is not None and rmin > rmax:
+                self.add(
+                    "bad-range",
+                    f"{dotted(p)}.repeat: min {rmin} is greater than max {rmax}",
+                    (*p, "repeat"),
+                    "swap the two values",
+                )
+            onnx_max = info.max_inputs()
+            for port_name, src in (op.get("input_sources") or {}).items():
+                sp = (*p, "input_sources", port_name)
+                port = int(port_name[len("input") :])
+                limit = hi if hi is not None else onnx_max
+                if limit is not None and port >= limit:
+                    self.add(
+                        "bad-input-port",
+                        f"{dotted(sp)}: port {port} but the op has at most {limit} inputs",
+                        sp,
+                        f"use input0 .. input{max(limit - 1, 0)}",
+                        key=True,
+                    )
+                has_from = "from_op" in src
+                has_type = "source_type" in src
+                if has_from == has_type:
+                    self.add(
+                        "bad-input-port",
+                        f"{dotted(sp)}: give exactly one of `from_op` or `source_type`",
+                        sp,
+                        "from_op: j for an earlier op's output, source_type: const_or_param "
+                        "(or const, graph_input, any) for a tensor from outside the match",
+                        key=True,
+                    )
+                if has_type and "output_idx" in src:
+                    self.add(
+                        "bad-input-port",
+                        f"{dotted(sp)}: `output_idx` only goes with `from_op`",
+                        (*sp, "output_idx"),
+                        "remove output_idx",
+                        key=True,
+                    )
+                if has_from:
+                    j = src["from_op"]
+                    if j >= i:
+                        what = "itself" if j == i else "a later op" if j < len(ops) else "no op"
+                        self.add(
+                            "bad-from-op",
+                            f"{dotted(sp)}.from_op: {j} refers to {what}; op {i} can only "
+                            f"consume ops 0..{i - 1}",
+                            (*sp, "from_op"),
+                            "list ops in data-flow order and point from_op at an earlier one"
+                            if i
+                            else "the first op cannot consume another op of the pattern",
+                        )
+            for k, name in enumerate(op.get("output_names") or []):
+                if name in seen_names:
+                    self.add(
+                        "duplicate-output-name",
+                        f"{dotted(p)}.output_names: {name!r} is already the name of an output "
+                        f"of op {seen_names[name]}",
+                        (*p, "output_names", k),
+                        "give every output a distinct name",
+                    )
+                else:
+                    seen_names[name] = i
+
+    def check_subgraph(self, sub: dict) -> None:
+        rng = sub.get("input_count_range")
+        if isinstance(rng, list) and len(rng) == 2 and rng[0] > rng[1]:
+            self.add(
+                "bad-range",
+                f"match.subgraph.input_count_range: low {rng[0]} is greater than high {rng[1]}",
+                ("match", "subgraph", "input_count_range"),
+                "write [low, high] with low <= high",
+            )
+
+    def check_rewrite(self, rewrite: dict, alts: list[tuple[tuple, list]]) -> None:
+        if not alts:
+            return
+        shortest = min(len(ops) for _, ops in alts)
+        ports: dict[int, int] = {}
+        for k, entry in enumerate(rewrite.get("inputs") or []):
+            p = ("rewrite", "inputs", k)
+            j = entry["from_op"]
+            if j >= shortest:
+                self.add(
+                    "bad-rewrite-input",
+                    f"rewrite.inputs[{k}].from_op: {j} but "
+                    + (
+                        f"the pattern has only {shortest} ops"
+                        if len(alts) == 1
+                        else f"the shortest match alternative has only {shortest} ops"
+                    ),
+                    (*p, "from_op"),
+                    f"use an op index from 0 to {shortest - 1}",
+                )
+            port = entry.get("input_port", k)
+            if port in ports:
+                self.add(
+                    "bad-rewrite-input",
+                    f"rewrite.inputs[{k}].input_port: port {port} is already fed by "
+                    f"rewrite.inputs[{ports[port]}]",
+                    (*p, "input_port") if "input_port" in entry else p,
+                    "give every fused input its own port",
+                )
+            else:
+                ports[port] = k
+
+    # ------------------------------------------------------------------ build
+    def build(self) -> Rule:
+        d = self.doc.data
+        m = self.marks
+        match = d["match"]
+        alternatives = tuple(
+            MatchAlternative(
+                ops=tuple(self.build_op((*base, i), i, op) for i, op in enumerate(ops)),
+                location=m.value(base),
+            )
+            for base, ops in self.alternatives(match)
+        )
+        sub = match.get("subgraph") or {}
+        rng = sub.get("input_count_range")
+        subgraph = SubgraphSpec(
+            input_count_range=(rng[0], rng[1]) if rng else None,
+            output_count=sub.get("output_count"),
+            allow_intermediate_outputs=bool(sub.get("allow_intermediate_outputs", False)),
+        )
+        rw = d["rewrite"]
+        rewrite = Rewrite(
+            target_op=rw["target_op"],
+            inputs=tuple(
+                RewriteInput(
+                    from_op=e["from_op"],
+                    output_idx=e.get("output_idx", 0),
+                    input_port=e.get("input_port", k),
+                    description=e.get("description"),
+                    location=m.value(("rewrite", "inputs", k)),
+                )
+                for k, e in enumerate(rw.get("inputs") or [])
+            ),
+            attributes=freeze(rw.get("attributes") or {}),
+            tensor_layout=rw.get("tensor_layout"),
+            kernel_config=freeze(rw.get("kernel_config") or {}),
+            location=m.value(("rewrite",)),
+        )
+        constraints = tuple(
+            Constraint(
+                type=c["type"],
+                fields=freeze({k: v for k, v in c.items() if k not in ("type", "description")}),
+                description=c.get("description"),
+                location=m.value(("constraints", i)),
+            )
+            for i, c in enumerate(d.get("constraints") or [])
+        )
+        out = d.get("output") or {}
+        output = OutputSpec(
+            kernel_name=out.get("kernel_name"),
+            file_path=out.get("file_path"),
+            compiler=out.get("compiler"),
+            build_config=freeze(out.get("build_config") or {}),
+            debug_symbols=bool(out.get("debug_symbols", False)),
+            gen_dot_graph=bool(out.get("gen_dot_graph", False)),
+            dot_graph_path=out.get("dot_graph_path"),
+            location=m.value(("output",)) if "output" in d else None,
+        )
+        scope = d.get("scope") or ()
+        version = d.get("version", "1.0")
+        if isinstance(version, int | float):
+            version = f"{float(version):.1f}" if float(version).is_integer() else str(version)
+        return Rule(
+            name=d["name"],
+            alternatives=alternatives,
+            rewrite=rewrite,
+            version=str(version),
+            priority=d.get("priority", 0),
+            scope=(scope,) if isinstance(scope, str) else tuple(scope),
+            description=d.get("description"),
+            enabled=d.get("enabled", True),
+            benefit_threshold=float(d.get("benefit_threshold", 0.0)),
+            subgraph=subgraph,
+            constraints=constraints,
+            output=output,
+            location=m.key(("name",)),
+        )
+
+    def build_op(self, path: tuple, index: int, op: dict) -> OpPattern:
+        m = self.marks
+        params = op.get("params") or {}
+        inputs = op.get("inputs") or {}
+        sources = op.get("input_sources")
+        rep = op.get("repeat") or {}
+        rmin = rep.get("min", 1)
+        return OpPattern(
+            index=index,
+            type=op["type"],
+            params=freeze(params),
+            param_locations=FrozenMap({k: m.key((*path, "params", k)) for k in params}),
+            min_inputs=inputs.get("min_inputs"),
+            max_inputs=inputs.get("max_inputs"),
+            input_sources=None
+            if sources is None
+            else tuple(
+                sorted(
+                    (
+                        InputSource(
+                            port=int(name[len("input") :]),
+                            from_op=s.get("from_op"),
+                            output_idx=s.get("output_idx", 0),
+                            source_type=s.get("source_type"),
+                            location=m.key((*path, "input_sources", name)),
+                        )
+                        for name, s in sources.items()
+                    ),
+                    key=lambda s: s.port,
+                )
+            ),
+            output_names=tuple(op.get("output_names") or ()),
+            repeat_min=rmin,
+            repeat_max=rep.get("max", max(rmin, 1)) if rep else 1,
+            location=m.value(path),
+        )
+
+
+def _escapes(path: str) -> bool:
+    if path.startswith(("/", "\\", "~")) or PureWindowsPath(path).drive:
+        return True
+    depth = 0
+    for part in PurePosixPath(path.replace("\\", "/")).parts:
+        if part == "..":
+            depth -= 1
+            if depth < 0:
+                return True
+        elif part not in (".", ""):
+            depth += 1
+    return False
+
+
+def check_and_build(doc: Document) -> tuple[Rule | None, list[Diagnostic]]:
+    """Semantic checks of a schema-valid document; the Rule when no error was found."""
+    checker = _Checker(doc)
+    checker.check()
+    if any(d.severity == "error" for d in checker.diags):
+        return None, checker.diags
+    return checker.build(), checker.diags
+
+
+def location_of(marks: Marks, path: tuple) -> Location:
+    return marks.value(path)

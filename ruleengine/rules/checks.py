@@ -1,0 +1,308 @@
+"""Lint checks on loaded rules (``check``): per rule, then across the rule set.
+
+One function per check, registered in ``RULE_CHECKS`` / ``SET_CHECKS``; each returns
+diagnostics and never raises. Per rule: params the op does not have (AF303), patterns
+that only fuse metadata ops (AF304), contradictory params (AF305). Across the set:
+duplicate names (AF301), same-priority rules matching the same op sequence (AF302).
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from ruleengine.diagnostics import codes
+from ruleengine.diagnostics.model import Diagnostic, Location
+from ruleengine.ops.aliases import OpTypeInfo, op_type_info, view_ops
+from ruleengine.ops.model import ParamKind
+from ruleengine.rules.model import OpPattern, Rule
+
+
+def values_equal(a: Any, b: Any) -> bool:
+    """Compare param values by meaning: 1e-5 == "1e-5" == 0.00001, true == 1, lists == tuples."""
+    a, b = _num(a), _num(b)
+    if isinstance(a, list | tuple) and isinstance(b, list | tuple):
+        return len(a) == len(b) and all(values_equal(x, y) for x, y in zip(a, b, strict=True))
+    if isinstance(a, int | float) and isinstance(b, int | float):
+        if math.isnan(a) or math.isnan(b):
+            return math.isnan(a) and math.isnan(b)
+        return math.isclose(a, b, rel_tol=1e-6, abs_tol=0.0) or a == b
+    return a == b
+
+
+def _num(v: Any) -> Any:
+    if isinstance(v, str):
+        try:
+            return float(v.strip())
+        except ValueError:
+            return v
+    return v
+
+
+def _loc(rule: Rule, op: OpPattern, param: str | None = None) -> Location | None:
+    if param is not None and param in op.param_locations:
+        return op.param_locations[param]
+    return op.location or rule.location
+
+
+def _fmt(v: Any) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, tuple):
+        return "[" + ", ".join(_fmt(x) for x in v) + "]"
+    return repr(v) if isinstance(v, str) else str(v)
+
+
+# ---------------------------------------------------------------------------- per rule
+
+
+def check_unknown_params(rule: Rule) -> list[Diagnostic]:
+    out = []
+    for alt in rule.alternatives:
+        for op in alt.ops:
+            info = op_type_info(op.type)
+            names = info.param_names()
+            if names is None:
+                continue
+            for param in op.params:
+                if param in names:
+                    continue
+                close = difflib.get_close_matches(param, sorted(names), n=1, cutoff=0.6)
+                hint = f"did you mean {close[0]!r}? " if close else ""
+                have = ", ".join(sorted(names)) if names else "no params"
+                hint += f"{op.type} has {have}"
+                out.append(
+                    codes.make(
+                        "unknown-param",
+                        f"{op.type} has no parameter {param!r}; it can never be checked "
+                        f"against a node",
+                        _loc(rule, op, param),
+                        hint=hint,
+                    )
+                )
+    return out
+
+
+def _is_view(info: OpTypeInfo) -> bool:
+    views = view_ops()
+    if info.kind == "class":
+        return info.name == "@view"
+    return bool(info.onnx_types) and not info.composites and set(info.onnx_types) <= views
+
+
+def check_no_hbm_saving(rule: Rule) -> list[Diagnostic]:
+    out = []
+    for alt in rule.alternatives:
+        infos = [op_type_info(op.type) for op in alt.ops]
+        if not all(i.known for i in infos):
+            continue
+        views = [op for op, i in zip(alt.ops, infos, strict=True) if _is_view(i)]
+        real = [op for op, i in zip(alt.ops, infos, strict=True) if not _is_view(i)]
+        if views and len(real) <= 1 and all(op.repeat_max <= 1 for op in real):
+            names = ", ".join(op.type for op in views)
+            out.append(
+                codes.make(
+                    "no-hbm-saving",
+                    f"rule {rule.name!r} fuses only metadata ops ({names}) into "
+                    f"{real[0].type if real else 'nothing'}: no HBM traffic is saved",
+                    alt.location or rule.location,
+                    hint="@view ops move no data; fuse them with at least two compute ops, "
+                    "or drop the rule (at fuse time its candidates come out as 'no benefit')",
+                )
+            )
+    return out
+
+
+def check_never_matches(rule: Rule) -> list[Diagnostic]:
+    out = []
+    for alt in rule.alternatives:
+        for op in alt.ops:
+            info = op_type_info(op.type)
+            alias = info.alias
+            if alias is None:
+                continue
+            targets: dict[str, tuple[str, Any]] = {}
+            for param, value in op.params.items():
+                mapping = alias.params.get(param)
+                if mapping is None:
+                    onnx_key, onnx_value = param, value
+                elif mapping.kind == ParamKind.ALWAYS:
+                    if not values_equal(value, mapping.always):
+                        out.append(
+                            codes.make(
+                                "never-matches",
+                                f"{op.type}.{param} is always {_fmt(mapping.always)} on ONNX "
+                                f"nodes, so {_fmt(value)} never matches",
+                                _loc(rule, op, param),
+                                hint=f"remove `{param}` or set it to {_fmt(mapping.always)}"
+                                + (
+                                    " (ONNX writes a transpose as a separate Transpose node)"
+                                    if param.startswith("transpose")
+                                    else ""
+                                ),
+                            )
+                        )
+                    continue
+                elif mapping.kind == ParamKind.VARIANT:
+                    if not any(values_equal(value, k) for k in mapping.variants):
+                        allowed = ", ".join(map(_fmt, mapping.variants))
+                        out.append(
+                            codes.make(
+                                "never-matches",
+                                f"{op.type}.{param}: {_fmt(value)} is not one of {allowed}",
+                                _loc(rule, op, param),
+                                hint=f"use one of {allowed}",
+                            )
+                        )
+                    continue
+                elif mapping.kind == ParamKind.ATTR:
+                    onnx_key = mapping.onnx_attr or param
+                    onnx_value = value
+                    if mapping.value_map:
+                        hits = [v for k, v in mapping.value_map.items() if values_equal(value, k)]
+                        if not hits:
+                            allowed = ", ".join(map(_fmt, mapping.value_map))
+                            out.append(
+                                codes.make(
+                                    "never-matches",
+                                    f"{op.type}.{param}: {_fmt(value)} is not one of {allowed}",
+                                    _loc(rule, op, param),
+                                    hint=f"use one of {allowed}",
+                                )
+                            )
+                            continue
+                        onnx_value = hits[0]
+                elif mapping.kind == ParamKind.INPUT_CONST:
+                    onnx_key, onnx_value = f"input{mapping.input_index}", value
+                else:
+                    continue
+                if onnx_key in targets:
+                    first, first_value = targets[onnx_key]
+                    if not values_equal(first_value, onnx_value):
+                        out.append(
+                            codes.make(
+                                "never-matches",
+                                f"{op.type}: `{first}` and `{param}` both set ONNX "
+                                f"{onnx_key!r} but to different values",
+                                _loc(rule, op, param),
+                                hint=f"keep only one of `{first}` and `{param}`",
+                            )
+                        )
+                else:
+                    targets[onnx_key] = (param, onnx_value)
+            for param, implied in alias.implied_params.items():
+                if param in op.params and not values_equal(op.params[param], implied):
+                    out.append(
+                        codes.make(
+                            "never-matches",
+                            f"{op.type} always has {param} = {_fmt(implied)}, so "
+                            f"{_fmt(op.params[param])} never matches",
+                            _loc(rule, op, param),
+                            hint=f"remove `{param}` or use the ONNX op type "
+                            f"{', '.join(alias.onnx_types)}",
+                        )
+                    )
+    return out
+
+
+RULE_CHECKS: dict[str, Callable[[Rule], list[Diagnostic]]] = {
+    "unknown-param": check_unknown_params,
+    "no-hbm-saving": check_no_hbm_saving,
+    "never-matches": check_never_matches,
+}
+
+
+# ---------------------------------------------------------------------------- rule set
+
+
+def check_duplicate_names(rules: Sequence[Rule]) -> list[Diagnostic]:
+    out = []
+    first: dict[str, Rule] = {}
+    for rule in rules:
+        if rule.name in first:
+            other = first[rule.name]
+            out.append(
+                codes.make(
+                    "duplicate-rule-name",
+                    f"rule name {rule.name!r} is already used at {other.location}",
+                    rule.location,
+                    hint="rename one of the rules; names must be unique across the rule set",
+                    related=(other.location,) if other.location else (),
+                )
+            )
+        else:
+            first[rule.name] = rule
+    return out
+
+
+def _signature(alt_ops: Sequence[OpPattern]) -> tuple[str, ...]:
+    return tuple(
+        f"{op_type_info(op.type).canonical()}{{{op.repeat_min},{op.repeat_max}}}" for op in alt_ops
+    )
+
+
+def _params_compatible(a: Sequence[OpPattern], b: Sequence[OpPattern]) -> bool:
+    """False when some op is given two different values for one param (disjoint matches)."""
+    for x, y in zip(a, b, strict=True):
+        for key in set(x.params) & set(y.params):
+            if not values_equal(x.params[key], y.params[key]):
+                return False
+    return True
+
+
+def check_priority_conflicts(rules: Sequence[Rule]) -> list[Diagnostic]:
+    out = []
+    active = [r for r in rules if r.enabled]
+    for i, a in enumerate(active):
+        for b in active[i + 1 :]:
+            if a.priority != b.priority or a.name == b.name:
+                continue
+            hit = None
+            for alt_a in a.alternatives:
+                for alt_b in b.alternatives:
+                    if _signature(alt_a.ops) == _signature(alt_b.ops) and _params_compatible(
+                        alt_a.ops, alt_b.ops
+                    ):
+                        hit = alt_a
+                        break
+                if hit:
+                    break
+            if hit is None:
+                continue
+            seq = " -> ".join(op.type for op in hit.ops)
+            out.append(
+                codes.make(
+                    "priority-conflict",
+                    f"rules {a.name!r} ({a.location}) and {b.name!r} ({b.location}) both "
+                    f"match {seq} with priority {a.priority}",
+                    b.location,
+                    hint=f"raise the priority of the rule that should win (e.g. "
+                    f"priority: {a.priority + 1}), or make the patterns differ",
+                    related=tuple(x for x in (a.location,) if x),
+                )
+            )
+    return out
+
+
+SET_CHECKS: dict[str, Callable[[Sequence[Rule]], list[Diagnostic]]] = {
+    "duplicate-rule-name": check_duplicate_names,
+    "priority-conflict": check_priority_conflicts,
+}
+
+
+def lint_rule(rule: Rule) -> list[Diagnostic]:
+    """Every per-rule lint check."""
+    out: list[Diagnostic] = []
+    for check in RULE_CHECKS.values():
+        out.extend(check(rule))
+    return out
+
+
+def lint_set(rules: Sequence[Rule]) -> list[Diagnostic]:
+    """Every rule-set check."""
+    out: list[Diagnostic] = []
+    for check in SET_CHECKS.values():
+        out.extend(check(rules))
+    return out

@@ -1,0 +1,241 @@
+"""Reading rule files into rules plus findings: what ``verify``, ``check`` and
+``load_rule_set`` share.
+
+``lint_paths`` accumulates a ``LintResult`` (rules, diagnostics, files) and never raises
+for problems in rule files; only a path that does not exist (nothing to run on) raises
+``UsageError``. ``load_rule_set`` raises ``RuleLoadError`` when any error was found.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from ruleengine.diagnostics import codes
+from ruleengine.diagnostics.model import Diagnostic, Location, Severity
+from ruleengine.errors import RuleLoadError, UsageError
+from ruleengine.rules import checks
+from ruleengine.rules.build import check_and_build
+from ruleengine.rules.model import Rule, RuleSet
+from ruleengine.rules.schema import validate_document
+from ruleengine.rules.yamlio import read_documents
+
+RULE_SUFFIXES = (".yaml", ".yml")
+_GLOB_CHARS = set("*?[")
+
+
+@dataclass(frozen=True)
+class FileReport:
+    """One file that was read: its path as shown and the names of the rules in it."""
+
+    path: str
+    rules: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class LintResult:
+    """Everything a lint run found; reporters only render this."""
+
+    rules: tuple[Rule, ...] = ()
+    diagnostics: tuple[Diagnostic, ...] = ()
+    files: tuple[FileReport, ...] = ()
+
+    @property
+    def errors(self) -> int:
+        return sum(1 for d in self.diagnostics if d.severity == Severity.ERROR)
+
+    @property
+    def warnings(self) -> int:
+        return sum(1 for d in self.diagnostics if d.severity == Severity.WARNING)
+
+    def exit_code(self, strict: bool = False) -> int:
+        """0 clean, 1 findings (errors; warnings too with ``strict``)."""
+        return 1 if self.errors or (strict and self.warnings) else 0
+
+
+def _display(path: Path) -> str:
+    return path.as_posix()
+
+
+def collect_files(paths: Sequence[str | Path]) -> list[Path]:
+    """Expand directories (recursively, *.yaml/*.yml) and globs; keep explicit files.
+
+    Raises ``UsageError`` (exit 2) naming every path that matched nothing.
+    """
+    out: list[Path] = []
+    seen: set[str] = set()
+    missing: list[Diagnostic] = []
+
+    def add(p: Path) -> None:
+        key = os.path.normcase(os.path.abspath(p))
+        if key not in seen:
+            seen.add(key)
+            out.append(p)
+
+    for raw in paths:
+        text = str(raw)
+        if text == "":
+            continue
+        p = Path(text)
+        if p.is_dir():
+            found = sorted(
+                (q for q in p.rglob("*") if q.suffix in RULE_SUFFIXES and q.is_file()),
+                key=lambda q: q.as_posix(),
+            )
+            if not found:
+                missing.append(
+                    codes.make(
+                        "path-not-found",
+                        f"no *.yaml or *.yml rule files in directory {text}",
+                        Location(text),
+                        hint="point at a directory that contains rule files",
+                    )
+                )
+            for q in found:
+                add(q)
+        elif p.exists():
+            add(p)
+        elif _GLOB_CHARS & set(text):
+            matches = sorted(glob.glob(text, recursive=True))
+            files = [Path(m) for m in matches if Path(m).is_file()]
+            for d in (Path(m) for m in matches if Path(m).is_dir()):
+                files += sorted(
+                    (q for q in d.rglob("*") if q.suffix in RULE_SUFFIXES and q.is_file()),
+                    key=lambda q: q.as_posix(),
+                )
+            if not files:
+                missing.append(
+                    codes.make(
+                        "path-not-found",
+                        f"glob {text!r} matched no rule files",
+                        Location(text),
+                        hint="check the pattern (quote it so the shell does not expand it)",
+                    )
+                )
+            for q in files:
+                add(q)
+        else:
+            missing.append(
+                codes.make(
+                    "path-not-found",
+                    f"no such file or directory: {text}",
+                    Location(text),
+                    hint="check the path",
+                )
+            )
+    if missing:
+        raise UsageError(
+            "path not found: " + ", ".join(d.location.file for d in missing if d.location),
+            tuple(missing),
+        )
+    return out
+
+
+def lint_file(path: Path, display: str | None = None, text: str | None = None) -> LintResult:
+    """Read, validate and check one file. Only documents without errors become rules."""
+    display = display if display is not None else _display(path)
+    docs, diags = read_documents(path, display, text)
+    rules: list[Rule] = []
+    if not diags and not any(d.data is not None for d in docs):
+        diags.append(
+            codes.make(
+                "empty-file",
+                "file holds no rule",
+                Location(display, 1, 1),
+                hint="write a rule (name, match, rewrite) or delete the file",
+            )
+        )
+    for doc in docs:
+        if doc.data is None or doc.has_errors:
+            continue
+        if not isinstance(doc.data, dict):
+            diags.append(
+                codes.make(
+                    "not-a-mapping",
+                    f"YAML document {doc.index + 1} is a "
+                    f"{'list' if isinstance(doc.data, list) else 'plain value'}, not a rule",
+                    doc.marks.value(()),
+                    hint="a rule is a mapping of fields (name:, match:, rewrite:); separate "
+                    "rules with `---` lines, not list items",
+                )
+            )
+            continue
+        found = validate_document(doc)
+        diags.extend(found)
+        if any(d.severity == Severity.ERROR for d in found):
+            continue
+        rule, more = check_and_build(doc)
+        diags.extend(more)
+        if rule is not None:
+            rules.append(rule)
+    return LintResult(
+        tuple(rules),
+        tuple(diags),
+        (FileReport(display, tuple(r.name for r in rules)),),
+    )
+
+
+def lint_paths(paths: Sequence[str | Path], *, set_checks: bool) -> LintResult:
+    """Lint every rule file under ``paths``.
+
+    ``set_checks=False`` (``verify``): each file on its own (schema, semantics, duplicate
+    names within the file). ``set_checks=True`` (``check``): also the lint warnings and
+    the checks across the whole set (duplicate names, priority conflicts).
+    """
+    files = collect_files(paths)
+    return _lint_files(files, set_checks=set_checks)
+
+
+def _lint_files(files: Sequence[Path], *, set_checks: bool) -> LintResult:
+    rules: list[Rule] = []
+    diags: list[Diagnostic] = []
+    reports: list[FileReport] = []
+    for f in files:
+        res = lint_file(f)
+        rules.extend(res.rules)
+        diags.extend(res.diagnostics)
+        reports.extend(res.files)
+        if not set_checks:
+            diags.extend(checks.check_duplicate_names(res.rules))
+    if set_checks:
+        for rule in rules:
+            diags.extend(checks.lint_rule(rule))
+        diags.extend(checks.lint_set(rules))
+    diags = sorted(set(diags), key=Diagnostic.sort_key)
+    return LintResult(tuple(rules), tuple(diags), tuple(reports))
+
+
+def load_rule_set(paths: Sequence[str | Path], *, preset: str | None = None) -> RuleSet:
+    """Load rules from files/directories/globs and/or a bundled preset.
+
+    Raises ``RuleLoadError`` carrying every error diagnostic; warnings do not stop it and
+    are kept in ``RuleSet.diagnostics``. Rules are sorted by name.
+    """
+    from ruleengine.rules.presets import preset_paths
+
+    if isinstance(paths, str | Path):
+        paths = [paths]
+    files = collect_files(paths) if paths else []
+    if preset is not None:
+        known = {os.path.normcase(os.path.abspath(f)) for f in files}
+        for folder in preset_paths(preset):
+            for q in sorted(folder.rglob("*"), key=lambda q: q.as_posix()):
+                key = os.path.normcase(os.path.abspath(q))
+                if q.suffix in RULE_SUFFIXES and q.is_file() and key not in known:
+                    known.add(key)
+                    files.append(q)
+    result = _lint_files(files, set_checks=False)
+    dup = checks.check_duplicate_names(result.rules)
+    diags = sorted(set(result.diagnostics) | set(dup), key=Diagnostic.sort_key)
+    errors = tuple(d for d in diags if d.severity == Severity.ERROR)
+    if errors:
+        n = len(errors)
+        raise RuleLoadError(f"{n} error{'s' if n != 1 else ''} in the rules", errors)
+    return RuleSet(
+        rules=tuple(sorted(result.rules, key=lambda r: r.name)),
+        diagnostics=tuple(diags),
+        files=tuple(f.path for f in result.files),
+    )

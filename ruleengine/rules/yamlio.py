@@ -1,0 +1,401 @@
+"""Safe YAML reading that keeps where every key and value came from.
+
+PyYAML composes a node tree (with marks); we build plain Python values from it ourselves
+so that we can: keep line/column of every key and value (``Marks``), refuse duplicate keys
+(every one, with its line), resolve plain scalars by YAML 1.2 core rules (``1e-5`` is a
+number, ``yes`` is a string that is read as a boolean where one is expected), refuse
+non-standard tags (no object construction, ever), and budget alias expansion and nesting
+depth (alias bombs). Files are refused before parsing when binary or larger than 1 MiB.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
+
+from ruleengine.diagnostics import codes
+from ruleengine.diagnostics.model import Diagnostic, Location
+
+MAX_FILE_BYTES = 1 << 20  # 1 MiB
+MAX_NODES = 50_000  # nodes built per file, aliases expanded
+MAX_DEPTH = 64  # nesting of mappings/sequences
+
+Path_ = tuple[str | int, ...]
+
+_PLAIN = "!autofusion/plain"
+_TAG = "tag:yaml.org,2002:"
+_NULL = re.compile(r"^(?:~|null|Null|NULL|)$")
+_BOOL_TRUE = re.compile(r"^(?:true|True|TRUE)$")
+_BOOL_FALSE = re.compile(r"^(?:false|False|FALSE)$")
+_INT = re.compile(r"^[-+]?[0-9]+$")
+_INT_OCT = re.compile(r"^0o[0-7]+$")
+_INT_HEX = re.compile(r"^0x[0-9a-fA-F]+$")
+_FLOAT = re.compile(r"^[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?$")
+_INF = re.compile(r"^([-+]?)\.(?:inf|Inf|INF)$")
+_NAN = re.compile(r"^\.(?:nan|NaN|NAN)$")
+YAML11_BOOLS = {
+    "yes": True,
+    "y": True,
+    "on": True,
+    "no": False,
+    "n": False,
+    "off": False,
+}
+
+
+class _Loader(yaml.SafeLoader):
+    """A SafeLoader used only to compose nodes; plain scalars keep a marker tag."""
+
+    yaml_implicit_resolvers: dict = {}
+
+    def resolve(self, kind: type, value: Any, implicit: Any) -> str:
+        if kind is ScalarNode and implicit[0]:
+            return _PLAIN
+        return super().resolve(kind, value, implicit)
+
+
+@dataclass
+class Marks:
+    """Where each part of a document is: path -> location of the value / of its key."""
+
+    file: str
+    values: dict[Path_, Location] = field(default_factory=dict)
+    keys: dict[Path_, Location] = field(default_factory=dict)
+    yaml11_bools: set[Path_] = field(default_factory=set)  # plain yes/no/on/off scalars
+
+    def value(self, path: Path_) -> Location:
+        """Location of the value at ``path``, or of the nearest enclosing value."""
+        p = tuple(path)
+        while p:
+            if p in self.values:
+                return self.values[p]
+            p = p[:-1]
+        return self.values.get((), Location(self.file, 1, 1))
+
+    def key(self, path: Path_) -> Location:
+        """Location of the key of the entry at ``path`` (falls back to its value)."""
+        return self.keys.get(tuple(path)) or self.value(path)
+
+
+@dataclass
+class Document:
+    """One YAML document: its plain data and its marks."""
+
+    data: Any
+    marks: Marks
+    index: int  # 0-based document number within the file
+    has_errors: bool = False  # reading it found an error (duplicate key, bad tag, ...)
+
+
+class _Budget(Exception):
+    pass
+
+
+def _loc(file: str, node: Node) -> Location:
+    return Location(file, node.start_mark.line + 1, node.start_mark.column + 1)
+
+
+def resolve_plain(text: str) -> Any:
+    """YAML 1.2 core schema resolution of a plain (unquoted) scalar."""
+    if _NULL.match(text):
+        return None
+    if _BOOL_TRUE.match(text):
+        return True
+    if _BOOL_FALSE.match(text):
+        return False
+    if _INT.match(text):
+        return int(text)
+    if _INT_OCT.match(text):
+        return int(text[2:], 8)
+    if _INT_HEX.match(text):
+        return int(text[2:], 16)
+    if _FLOAT.match(text):
+        return float(text)
+    m = _INF.match(text)
+    if m:
+        return -math.inf if m.group(1) == "-" else math.inf
+    if _NAN.match(text):
+        return math.nan
+    return text
+
+
+class _Builder:
+    def __init__(self, file: str, diagnostics: list[Diagnostic]) -> None:
+        self.file = file
+        self.diags = diagnostics
+        self.count = 0
+        self.marks = Marks(file)
+
+    def build(self, node: Node, path: Path_, depth: int) -> Any:
+        self.count += 1
+        if self.count > MAX_NODES:
+            raise _Budget(f"more than {MAX_NODES} YAML nodes after expanding aliases")
+        if depth > MAX_DEPTH:
+            raise _Budget(f"nesting deeper than {MAX_DEPTH} levels")
+        self.marks.values.setdefault(path, _loc(self.file, node))
+        if isinstance(node, ScalarNode):
+            return self._scalar(node, path)
+        if isinstance(node, SequenceNode):
+            self._check_tag(node, "seq")
+            return [self.build(child, (*path, i), depth + 1) for i, child in enumerate(node.value)]
+        if isinstance(node, MappingNode):
+            self._check_tag(node, "map")
+            return self._mapping(node, path, depth)
+        raise _Budget("unknown YAML node")  # pragma: no cover - PyYAML has three kinds
+
+    def _check_tag(self, node: Node, kind: str) -> None:
+        if node.tag != _TAG + kind:
+            self.diags.append(
+                codes.make(
+                    "unsupported-tag",
+                    f"YAML tag {node.tag!r} is not allowed",
+                    _loc(self.file, node),
+                    hint="remove the tag; only plain YAML values are accepted",
+                )
+            )
+
+    def _scalar(self, node: ScalarNode, path: Path_) -> Any:
+        text = node.value
+        tag = node.tag
+        if tag == _PLAIN:
+            value = resolve_plain(text)
+            if isinstance(value, str) and text.lower() in YAML11_BOOLS:
+                self.marks.yaml11_bools.add(path)
+            return value
+        if tag == _TAG + "str":
+            return text
+        try:
+            if tag == _TAG + "int":
+                return int(text, 0)
+            if tag == _TAG + "float":
+                return float(text)
+            if tag == _TAG + "bool":
+                v = resolve_plain(text)
+                if isinstance(v, bool):
+                    return v
+                if text.lower() in YAML11_BOOLS:
+                    return YAML11_BOOLS[text.lower()]
+                raise ValueError(text)
+            if tag == _TAG + "null":
+                return None
+        except ValueError:
+            self.diags.append(
+                codes.make(
+                    "yaml-syntax",
+                    f"{text!r} is not a valid value for tag {tag!r}",
+                    _loc(self.file, node),
+                    hint="fix the value or remove the tag",
+                )
+            )
+            return text
+        self._check_tag(node, "str")
+        return text
+
+    def _key(self, node: Node) -> str | None:
+        if isinstance(node, ScalarNode):
+            return str(node.value)
+        self.diags.append(
+            codes.make(
+                "yaml-syntax",
+                "a mapping key must be a plain value, not a list or mapping",
+                _loc(self.file, node),
+                hint="write keys as simple names",
+            )
+        )
+        return None
+
+    def _mapping(self, node: MappingNode, path: Path_, depth: int) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        first: dict[str, Location] = {}
+        merged: dict[str, Any] = {}
+        for key_node, value_node in node.value:
+            if key_node.tag == _TAG + "merge" or (
+                isinstance(key_node, ScalarNode)
+                and key_node.tag == _PLAIN
+                and key_node.value == "<<"
+            ):
+                self._merge(value_node, path, depth, merged)
+                continue
+            key = self._key(key_node)
+            if key is None:
+                continue
+            kloc = _loc(self.file, key_node)
+            if key in first:
+                self.diags.append(
+                    codes.make(
+                        "duplicate-key",
+                        f"duplicate key {key!r} (first at line {first[key].line})",
+                        kloc,
+                        hint=_duplicate_hint(key),
+                        related=(first[key],),
+                    )
+                )
+                continue
+            first[key] = kloc
+            self.marks.keys[(*path, key)] = kloc
+            out[key] = self.build(value_node, (*path, key), depth + 1)
+        for key, value in merged.items():
+            out.setdefault(key, value)
+        return out
+
+    def _merge(self, node: Node, path: Path_, depth: int, merged: dict[str, Any]) -> None:
+        sources = node.value if isinstance(node, SequenceNode) else [node]
+        for src in sources:
+            if not isinstance(src, MappingNode):
+                self.diags.append(
+                    codes.make(
+                        "yaml-syntax",
+                        "a merge key `<<` needs a mapping (or a list of mappings)",
+                        _loc(self.file, src),
+                        hint="merge an anchored mapping: `<<: *defaults`",
+                    )
+                )
+                continue
+            value = self._mapping(src, path, depth + 1)
+            for k, v in value.items():
+                merged.setdefault(k, v)
+
+
+_RULE_KEYS = {"name", "priority", "match", "rewrite", "version", "scope", "description"}
+
+
+def _duplicate_hint(key: str) -> str:
+    if key in _RULE_KEYS:
+        return (
+            "several rules pasted into one document? separate rules need a `---` line "
+            "between them (one YAML document per rule)"
+        )
+    return "remove one of the two entries; YAML keeps no duplicate keys"
+
+
+def _read_text(path: Path, display: str, diags: list[Diagnostic]) -> str | None:
+    where = Location(display)
+    try:
+        size = path.stat().st_size
+        if size > MAX_FILE_BYTES:
+            diags.append(
+                codes.make(
+                    "file-too-large",
+                    f"file is {size} bytes; rule files are limited to {MAX_FILE_BYTES} bytes",
+                    where,
+                    hint="split the rules into several files, or check you passed the right file",
+                )
+            )
+            return None
+        raw = path.read_bytes()[: MAX_FILE_BYTES + 1]
+    except OSError as exc:
+        diags.append(
+            codes.make(
+                "unreadable-file",
+                f"cannot read file: {exc.strerror or exc}",
+                where,
+                hint="check the path and its permissions",
+            )
+        )
+        return None
+    if b"\x00" in raw:
+        diags.append(
+            codes.make(
+                "unreadable-file",
+                "file is binary (contains NUL bytes), not a YAML rule file",
+                where,
+                hint="pass the YAML rule file, not a model or archive",
+            )
+        )
+        return None
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        diags.append(
+            codes.make(
+                "unreadable-file",
+                f"file is not UTF-8 text (bad byte at offset {exc.start})",
+                where,
+                hint="save the file as UTF-8",
+            )
+        )
+        return None
+    return text
+
+
+def read_documents(
+    path: Path, display: str | None = None, text: str | None = None
+) -> tuple[list[Document], list[Diagnostic]]:
+    """Read every YAML document of a file; return documents and diagnostics found.
+
+    Documents are returned only when the whole file parsed; a syntax error or budget
+    overflow leaves no document, so nothing half-read is ever used.
+    """
+    display = display if display is not None else path.as_posix()
+    diags: list[Diagnostic] = []
+    if text is None:
+        text = _read_text(path, display, diags)
+        if text is None:
+            return [], diags
+    docs: list[Document] = []
+    loader = _Loader(text)
+    try:
+        index = 0
+        for node in _compose_all(loader):
+            if node is None:
+                index += 1
+                continue
+            builder = _Builder(display, diags)
+            before = len(diags)
+            try:
+                data = builder.build(node, (), 0)
+            except RecursionError as exc:
+                raise _Budget("nesting too deep") from exc
+            docs.append(Document(data, builder.marks, index, len(diags) > before))
+            index += 1
+    except _Budget as exc:
+        diags.append(
+            codes.make(
+                "yaml-too-complex",
+                f"document refused: {exc}",
+                Location(display, 1, 1),
+                hint="do not expand anchors recursively; write the rule out plainly",
+            )
+        )
+        return [], diags
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        loc = Location(display, mark.line + 1, mark.column + 1) if mark else Location(display)
+        problem = exc.problem or "invalid YAML"
+        if exc.context:
+            problem = f"{problem} ({exc.context})"
+        diags.append(
+            codes.make(
+                "yaml-syntax",
+                problem,
+                loc,
+                hint="check indentation, colons and brackets around this point",
+            )
+        )
+        return [], diags
+    except (yaml.YAMLError, RecursionError, ValueError) as exc:
+        diags.append(
+            codes.make(
+                "yaml-syntax",
+                f"invalid YAML: {exc}",
+                Location(display, 1, 1),
+                hint="check the file is valid YAML",
+            )
+        )
+        return [], diags
+    finally:
+        loader.dispose()
+    return docs, diags
+
+
+def _compose_all(loader: _Loader) -> Iterator[Node | None]:
+    loader.get_event()  # StreamStart
+    while not loader.check_event(yaml.StreamEndEvent):
+        yield loader.compose_document()
