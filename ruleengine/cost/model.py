@@ -30,6 +30,13 @@ class Target:
     launch_overhead_s: float = 5e-6
     max_fused_inputs: int = 8
     description: str | None = None
+    # UB model knobs (see ruleengine/cost/ub.py): the smallest output tile a cube op hands
+    # to the vector unit (rows, cols; one 16x16 fractal by default), how many copies of
+    # that hand-off tile live in UB, and the accumulator element size in L0C (fp32/int32).
+    cube_min_tile: tuple[int, int] = (16, 16)
+    cube_buffer_factor: int = 2
+    accumulate_bytes: int = 4
+    source: str | None = None  # the YAML file it was loaded from
 
     @property
     def ub_usable_bytes(self) -> int:

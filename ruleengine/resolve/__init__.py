@@ -1,0 +1,207 @@
+"""Conflict resolution: pick non-overlapping candidates that keep the graph acyclic.
+
+``resolve(graph, scored, solver="exact")`` solves each independent component (candidates
+linked by shared nodes, or by a cycle they would form together) with CP-SAT, adding a
+no-good cut for every contracted cycle found among the chosen groups and re-solving until
+none is left. ``solver="greedy"`` is the graph-autofusion reference: by net benefit.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import replace
+
+from ruleengine.cost.model import ScoredCandidate, Verdict
+from ruleengine.errors import UsageError
+from ruleengine.graph.model import Graph
+from ruleengine.resolve.greedy import select_greedy
+from ruleengine.resolve.model import Resolution
+from ruleengine.resolve.topology import closes_cycle, find_cycle, topology
+
+SOLVERS = ("exact", "greedy")
+
+__all__ = ["SOLVERS", "Resolution", "resolve"]
+
+
+def _net(sc: ScoredCandidate) -> int:
+    return sc.cost.net_bytes if sc.cost else 0
+
+
+def _describe(sc: ScoredCandidate, limit: int = 4) -> str:
+    nodes = sc.candidate.nodes
+    shown = ", ".join(nodes[:limit]) + (", ..." if len(nodes) > limit else "")
+    return f"{sc.candidate.rule} group (nodes {shown})"
+
+
+def _lost_reasons(
+    graph: Graph, viable: Sequence[ScoredCandidate], chosen: Sequence[ScoredCandidate], note: str
+) -> tuple[tuple[ScoredCandidate, str], ...]:
+    owner: dict[str, ScoredCandidate] = {}
+    for sc in chosen:
+        for n in sc.candidate.nodes:
+            owner[n] = sc
+    picked = {id(sc) for sc in chosen}
+    groups = [sc.candidate.node_set for sc in chosen]
+    lost: list[tuple[ScoredCandidate, str]] = []
+    for sc in viable:
+        if id(sc) in picked:
+            continue
+        rivals: dict[int, ScoredCandidate] = {}
+        for n in sc.candidate.nodes:
+            if n in owner:
+                rivals.setdefault(id(owner[n]), owner[n])
+        if rivals:
+            why = "lost a conflict to " + "; ".join(_describe(r) for r in rivals.values())
+        else:
+            cyc = closes_cycle(graph, sc.candidate.node_set, groups)
+            if cyc is not None:
+                why = "would close a cycle with " + "; ".join(_describe(chosen[i]) for i in cyc)
+            else:
+                why = f"not selected {note}".strip()
+        lost.append(
+            (replace(sc, verdict=Verdict.LOST_CONFLICT, code="lost-conflict", reason=why), why)
+        )
+    return tuple(lost)
+
+
+def _order_chosen(graph: Graph, chosen: Sequence[ScoredCandidate]) -> tuple[ScoredCandidate, ...]:
+    pos = topology(graph).pos
+    return tuple(
+        sorted(chosen, key=lambda s: (min(pos[n] for n in s.candidate.nodes), s.candidate.key))
+    )
+
+
+def resolve(
+    graph: Graph,
+    scored: Sequence[ScoredCandidate],
+    *,
+    solver: str = "exact",
+    time_limit_s: float = 30.0,
+    seed: int = 0,
+) -> Resolution:
+    """Choose the fused groups among the viable (``verdict == FUSE``) candidates."""
+    if solver not in SOLVERS:
+        raise UsageError(f"unknown solver {solver!r}; choose one of {', '.join(SOLVERS)}")
+    start = time.perf_counter()
+    viable = [sc for sc in scored if sc.viable and sc.cost is not None]
+    greedy = select_greedy(graph, viable)
+    if solver == "greedy":
+        chosen = _order_chosen(graph, greedy)
+        return Resolution(
+            "greedy",
+            "GREEDY",
+            chosen,
+            _lost_reasons(graph, viable, chosen, ""),
+            sum(_net(s) for s in chosen),
+            None,
+            time.perf_counter() - start,
+            0,
+        )
+    chosen, status, bound, components = _solve_exact(graph, viable, greedy, time_limit_s, seed)
+    objective = sum(_net(s) for s in chosen)
+    greedy_objective = sum(_net(s) for s in greedy)
+    if objective < greedy_objective:  # only possible when the time limit cut a search short
+        chosen, objective, status = list(greedy), greedy_objective, "FEASIBLE"
+    ordered = _order_chosen(graph, chosen)
+    note = "within the time limit" if status != "OPTIMAL" else ""
+    return Resolution(
+        "exact",
+        status,
+        ordered,
+        _lost_reasons(graph, viable, ordered, note),
+        objective,
+        max(bound, objective),
+        time.perf_counter() - start,
+        components,
+    )
+
+
+class _Components:
+    """Union-find over candidate indices."""
+
+    def __init__(self, n: int) -> None:
+        self.parent = list(range(n))
+
+    def find(self, i: int) -> int:
+        while self.parent[i] != i:
+            self.parent[i] = self.parent[self.parent[i]]
+            i = self.parent[i]
+        return i
+
+    def union(self, i: int, j: int) -> None:
+        a, b = self.find(i), self.find(j)
+        if a != b:
+            self.parent[max(a, b)] = min(a, b)
+
+    def groups(self) -> dict[int, list[int]]:
+        out: dict[int, list[int]] = {}
+        for i in range(len(self.parent)):
+            out.setdefault(self.find(i), []).append(i)
+        return out
+
+
+def _solve_exact(
+    graph: Graph,
+    viable: Sequence[ScoredCandidate],
+    greedy: Sequence[ScoredCandidate],
+    time_limit_s: float,
+    seed: int,
+) -> tuple[list[ScoredCandidate], str, int, int]:
+    from ruleengine.resolve.exact import solve_component
+
+    deadline = time.perf_counter() + time_limit_s
+    # Only candidates that save something can be worth choosing.
+    cands = [sc for sc in viable if _net(sc) > 0]
+    sets = [sc.candidate.node_set for sc in cands]
+    weights = [_net(sc) for sc in cands]
+    in_greedy = {id(sc) for sc in greedy}
+    comps = _Components(len(cands))
+    first: dict[str, int] = {}
+    for i, nodes in enumerate(sets):
+        for n in nodes:
+            if n in first:
+                comps.union(first[n], i)
+            else:
+                first[n] = i
+    cuts: list[frozenset[int]] = []
+    solved: dict[tuple[int, ...], tuple[frozenset[int], str, int]] = {}
+
+    def solve(members: tuple[int, ...]) -> tuple[frozenset[int], str, int]:
+        if len(members) == 1:  # nothing to decide: a lone group with net > 0 is taken
+            i = members[0]
+            return frozenset({i}), "OPTIMAL", weights[i]
+        local = {g: k for k, g in enumerate(members)}
+        sol = solve_component(
+            [weights[g] for g in members],
+            [sets[g] for g in members],
+            [frozenset(local[g] for g in cut) for cut in cuts if cut <= local.keys()],
+            hint=frozenset(local[g] for g in members if id(cands[g]) in in_greedy),
+            time_limit_s=deadline - time.perf_counter(),
+            seed=seed,
+        )
+        return frozenset(members[k] for k in sol.selected), sol.status, sol.bound
+
+    while True:
+        current: dict[tuple[int, ...], tuple[frozenset[int], str, int]] = {}
+        for members in comps.groups().values():
+            key = tuple(members)
+            current[key] = solved[key] if key in solved else solve(key)
+        solved = current
+        selected = sorted(i for sol in solved.values() for i in sol[0])
+        cycle = find_cycle(graph, [sets[i] for i in selected])
+        if cycle is None or time.perf_counter() > deadline:
+            break
+        cut = frozenset(selected[k] for k in cycle)
+        cuts.append(cut)
+        members = sorted(cut)
+        for i in members[1:]:
+            comps.union(members[0], i)
+        for key in [k for k in solved if set(k) & cut]:
+            del solved[key]
+    statuses = {sol[1] for sol in solved.values()}
+    status = "OPTIMAL" if statuses <= {"OPTIMAL"} else "FEASIBLE"
+    if cycle is not None:  # out of time with a cycle left: fall back on greedy
+        return list(greedy), "FEASIBLE", sum(sol[2] for sol in solved.values()), len(solved)
+    bound = sum(sol[2] for sol in solved.values())
+    return [cands[i] for i in selected], status, bound, len(solved)

@@ -1,0 +1,266 @@
+"""Score every candidate: traffic, overhead, UB need, constraints, and a verdict.
+
+Every "no" is kept: a rejected candidate carries its verdict, a stable code and a
+reason, and near misses from matching come through with theirs, so ``explain`` can
+answer "why was this not fused?".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+from types import MappingProxyType
+
+from ruleengine.cost.constraints import Context, evaluate
+from ruleengine.cost.model import Cost, ScoredCandidate, Target, Verdict
+from ruleengine.cost.opinfo import is_view
+from ruleengine.cost.traffic import GroupIO, Traffic, group_io, traffic
+from ruleengine.cost.ub import UBNeed, ub_need
+from ruleengine.graph.model import Graph
+from ruleengine.match.model import Candidate, MatchResult, NearMiss
+from ruleengine.resolve.topology import is_convex
+from ruleengine.rules.model import Rule, RuleSet
+
+OVERHEAD_FRACTION = 0.05  # share of the group's compute time charged as fusion overhead
+
+# Near-miss codes from matching -> the verdict explain shows for them.
+_NEAR_MISS_VERDICTS = {
+    "intermediate-escapes": Verdict.INTERMEDIATE_ESCAPES,
+    "dynamic-shape": Verdict.DYNAMIC_SHAPE,
+    "not-convex": Verdict.NOT_CONVEX,
+    "too-many-inputs": Verdict.TOO_MANY_INPUTS,
+}
+
+
+def kb(n: int | float) -> str:
+    """Bytes as KB with at most one decimal, the way the report prints UB sizes."""
+    v = n / 1024
+    return f"{v:.0f} KB" if abs(v - round(v)) < 0.05 else f"{v:.1f} KB"
+
+
+def human_bytes(n: int | float) -> str:
+    sign = "-" if n < 0 else ""
+    n = abs(n)
+    for unit, scale in (("GB", 1 << 30), ("MB", 1 << 20), ("KB", 1 << 10)):
+        if n >= scale:
+            return f"{sign}{n / scale:.1f} {unit}"
+    return f"{sign}{int(n)} B"
+
+
+def _dtype_of(graph: Graph, io: GroupIO, ub: UBNeed) -> str:
+    if ub.anchor and graph.tensors[ub.anchor].dtype:
+        return graph.tensors[ub.anchor].dtype or "float16"
+    for node in io.nodes:
+        for t in node.outputs:
+            if t and t in graph.tensors and graph.tensors[t].dtype:
+                return graph.tensors[t].dtype or "float16"
+    return "float16"
+
+
+def overhead_bytes(flops: int, dtype: str, target: Target) -> int:
+    """0.05 x the group's compute time, converted to bytes at the target's bandwidth."""
+    peak = target.peak_flops.get(dtype)
+    if peak is None:
+        peak = target.peak_flops.get("float32") or min(target.peak_flops.values())
+    return round(OVERHEAD_FRACTION * flops / peak * target.hbm_bandwidth)
+
+
+def compute_cost(graph: Graph, io: GroupIO, tr: Traffic, ub: UBNeed, target: Target) -> Cost:
+    saved = tr.bytes_before - tr.bytes_after
+    overhead = overhead_bytes(tr.flops, _dtype_of(graph, io, ub), target)
+    net = saved - overhead
+    launches = max(0, sum(1 for n in io.nodes if not is_view(n)) - 1)
+    return Cost(
+        bytes_before=tr.bytes_before,
+        bytes_after=tr.bytes_after,
+        bytes_saved=saved,
+        overhead_bytes=overhead,
+        net_bytes=net,
+        accesses_before=tr.accesses_before,
+        accesses_after=tr.accesses_after,
+        flops=tr.flops,
+        ub_bytes=ub.bytes,
+        ub_limit=ub.limit,
+        tile=ub.tile,
+        launches_saved=launches,
+        time_saved_s=net / target.hbm_bandwidth + launches * target.launch_overhead_s,
+    )
+
+
+def _ub_reason(ub: UBNeed) -> str:
+    if not ub.legal:
+        return f"UB: {ub.why_illegal}"
+    parts = " + ".join(f"{t} {kb(b)}" for t, b in sorted(ub.buffers, key=lambda x: -x[1])[:4])
+    more = " + ..." if len(ub.buffers) > 4 else ""
+    return (
+        f"UB working set {kb(ub.bytes)} exceeds {kb(ub.limit)} usable "
+        f"(smallest tile {'x'.join(map(str, ub.tile))}: {parts}{more})"
+    )
+
+
+def score_one(
+    graph: Graph,
+    candidate: Candidate,
+    rule: Rule | None,
+    target: Target,
+    benefit_threshold: float | None = None,
+) -> ScoredCandidate:
+    """Cost and judge one candidate (verdicts in a fixed order of precedence)."""
+    priority = rule.priority if rule else 0
+    io = group_io(graph, candidate.nodes)
+    tr = traffic(graph, io)
+    details: dict[str, object] = {
+        "inputs": io.inputs,
+        "outputs": io.outputs,
+        "intermediates": io.intermediates,
+    }
+
+    def verdict(v: Verdict, code: str, reason: str, cost: Cost | None) -> ScoredCandidate:
+        return ScoredCandidate(
+            candidate, priority, v, reason, code, cost, MappingProxyType(dict(details))
+        )
+
+    if tr.unknown:
+        names = ", ".join(tr.unknown[:3]) + (" ..." if len(tr.unknown) > 3 else "")
+        hint = (
+            f"; bind {', '.join(graph.unbound_dims)} with --dim NAME=VALUE"
+            if graph.unbound_dims
+            else ""
+        )
+        return verdict(
+            Verdict.DYNAMIC_SHAPE,
+            "dynamic-shape",
+            f"size of {names} is not known statically{hint}",
+            None,
+        )
+    ub = ub_need(graph, io, target)
+    cost = compute_cost(graph, io, tr, ub, target)
+    details["ub_buffers"] = ub.buffers
+    details["ub_anchor"] = ub.anchor
+    if not is_convex(graph, candidate.nodes):
+        return verdict(
+            Verdict.NOT_CONVEX,
+            "not-convex",
+            "a path leaves the group and re-enters it; fusing it would create a cycle",
+            cost,
+        )
+    if len(io.inputs) > target.max_fused_inputs:
+        return verdict(
+            Verdict.TOO_MANY_INPUTS,
+            "too-many-inputs",
+            f"{len(io.inputs)} external inputs > max_fused_inputs {target.max_fused_inputs} "
+            f"of {target.name}",
+            cost,
+        )
+    ctx = Context(graph, io, target, ub, candidate.bindings)
+    failure, notes = evaluate(ctx, rule.constraints if rule else ())
+    if notes:
+        details["notes"] = tuple(notes)
+    if failure is not None:
+        return verdict(Verdict.CONSTRAINT_FAILED, failure.code, failure.reason, cost)
+    if not ub.fits:
+        return verdict(Verdict.UB_OVERFLOW, "ub-overflow", _ub_reason(ub), cost)
+    if cost.bytes_saved <= 0:
+        return verdict(
+            Verdict.NO_BENEFIT,
+            "no-benefit",
+            "fusing removes no HBM traffic (no intermediate tensor stays on chip; "
+            "view ops move no data)",
+            cost,
+        )
+    threshold = (
+        benefit_threshold
+        if benefit_threshold is not None
+        else (rule.benefit_threshold if rule else 0.0)
+    )
+    if cost.net_bytes <= 0:
+        return verdict(
+            Verdict.LOW_BENEFIT,
+            "overhead-exceeds-saving",
+            f"overhead {human_bytes(cost.overhead_bytes)} >= saving "
+            f"{human_bytes(cost.bytes_saved)}",
+            cost,
+        )
+    if cost.relative_gain < threshold:
+        return verdict(
+            Verdict.LOW_BENEFIT,
+            "below-threshold",
+            f"net gain {cost.relative_gain:.1%} of unfused traffic is below the rule's "
+            f"benefit_threshold {threshold:.0%}",
+            cost,
+        )
+    return verdict(
+        Verdict.FUSE,
+        "fuse",
+        f"saves {human_bytes(cost.net_bytes)} net ({cost.relative_gain:.0%} of its traffic)",
+        cost,
+    )
+
+
+def _from_near_miss(
+    graph: Graph, nm: NearMiss, rule: Rule | None, target: Target
+) -> ScoredCandidate:
+    verdict = _NEAR_MISS_VERDICTS.get(nm.code, Verdict.CONSTRAINT_FAILED)
+    cost = None
+    try:
+        io = group_io(graph, nm.candidate.nodes)
+        tr = traffic(graph, io)
+        if not tr.unknown:
+            cost = compute_cost(graph, io, tr, ub_need(graph, io, target), target)
+    except KeyError:
+        cost = None
+    return ScoredCandidate(
+        nm.candidate, rule.priority if rule else 0, verdict, nm.reason, nm.code, cost
+    )
+
+
+def _reduce_duplicates(scored: list[ScoredCandidate]) -> list[ScoredCandidate]:
+    """Among viable candidates with the same node set, the higher priority survives."""
+    by_nodes: dict[frozenset[str], list[int]] = {}
+    for i, sc in enumerate(scored):
+        if sc.viable:
+            by_nodes.setdefault(sc.candidate.node_set, []).append(i)
+    out = list(scored)
+    for idxs in by_nodes.values():
+        if len(idxs) < 2:
+            continue
+        ranked = sorted(idxs, key=lambda i: (-scored[i].priority, scored[i].candidate.key))
+        win = scored[ranked[0]]
+        for i in ranked[1:]:
+            sc = scored[i]
+            if sc.candidate.rule == win.candidate.rule:
+                why = f"same nodes as another match of {win.candidate.rule}"
+            elif sc.priority == win.priority:
+                why = (
+                    f"same nodes as {win.candidate.rule}, equal priority {sc.priority}: "
+                    f"tie broken by rule name ({win.candidate.rule} < {sc.candidate.rule})"
+                )
+            else:
+                why = (
+                    f"same nodes as {win.candidate.rule} (priority {win.priority} > {sc.priority})"
+                )
+            out[i] = replace(sc, verdict=Verdict.DUPLICATE, code="duplicate", reason=why)
+    return out
+
+
+def score_candidates(
+    graph: Graph,
+    match_result: MatchResult | Sequence[Candidate],
+    rule_set: RuleSet,
+    target: Target,
+    *,
+    benefit_threshold: float | None = None,
+) -> tuple[ScoredCandidate, ...]:
+    """Score every candidate and near miss; sorted by candidate key (deterministic).
+
+    ``benefit_threshold`` overrides every rule's own threshold when given.
+    """
+    if isinstance(match_result, MatchResult):
+        candidates, near = match_result.candidates, match_result.near_misses
+    else:
+        candidates, near = tuple(match_result), ()
+    rules = rule_set.by_name()
+    scored = [score_one(graph, c, rules.get(c.rule), target, benefit_threshold) for c in candidates]
+    scored = _reduce_duplicates(scored)
+    scored += [_from_near_miss(graph, nm, rules.get(nm.candidate.rule), target) for nm in near]
+    return tuple(sorted(scored, key=lambda s: (s.candidate.key, s.verdict.value)))

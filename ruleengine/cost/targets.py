@@ -1,0 +1,143 @@
+"""Hardware targets: bundled ``targets/<name>.yaml`` or a user YAML file, schema-checked.
+
+Numbers live in data, never in Python: the cost model only reads a ``Target`` record.
+"""
+
+from __future__ import annotations
+
+import json
+from functools import cache
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+import jsonschema
+import yaml
+
+from ruleengine.cost.model import Target
+from ruleengine.diagnostics.model import Diagnostic, Location, Severity
+from ruleengine.errors import UsageError
+from ruleengine.resources import data_dir, schema_path
+
+DEFAULT_TARGET = "ascend910b"
+_MAX_TARGET_BYTES = 1 << 20  # a target file is a few dozen lines; refuse anything huge
+
+
+def known_targets() -> tuple[str, ...]:
+    """Names of the bundled targets, sorted."""
+    return tuple(sorted(p.stem for p in data_dir("targets").glob("*.yaml")))
+
+
+@cache
+def _validator() -> jsonschema.protocols.Validator:
+    schema = json.loads(schema_path("target").read_text(encoding="utf-8"))
+    cls = jsonschema.validators.validator_for(schema)
+    cls.check_schema(schema)
+    return cls(schema)
+
+
+def _error(path: str, message: str, code: str, name: str, hint: str | None = None) -> UsageError:
+    diag = Diagnostic(code, name, Severity.ERROR, message, Location(path), hint)
+    return UsageError(f"cannot load target {path}: {message}", (diag,))
+
+
+def load_target(name_or_path: str | Path) -> Target:
+    """A target by bundled name (``ascend910b``) or by a path to a YAML file.
+
+    An unknown name is a UsageError listing the bundled names; a file that does not
+    satisfy ``schemas/target.schema.json`` is a UsageError naming each offending field.
+    """
+    text = str(name_or_path)
+    looks_like_path = isinstance(name_or_path, Path) or text.endswith((".yaml", ".yml"))
+    looks_like_path = looks_like_path or "/" in text or "\\" in text
+    if looks_like_path:
+        path = Path(text)
+        if not path.is_file():
+            raise UsageError(
+                f"target file {text} does not exist",
+                (
+                    Diagnostic(
+                        "AF901",
+                        "target-not-found",
+                        Severity.ERROR,
+                        f"no such target file: {text}",
+                        Location(text),
+                        f"use a bundled target ({', '.join(known_targets())}) or a YAML path",
+                    ),
+                ),
+            )
+    else:
+        path = data_dir("targets") / f"{text}.yaml"
+        if not path.is_file():
+            raise UsageError(
+                f"unknown target {text!r}; known targets: {', '.join(known_targets())}",
+                (
+                    Diagnostic(
+                        "AF901",
+                        "target-not-found",
+                        Severity.ERROR,
+                        f"unknown target {text!r}",
+                        None,
+                        f"choose one of {', '.join(known_targets())}, or pass a YAML file",
+                    ),
+                ),
+            )
+    return _load_file(path)
+
+
+def _load_file(path: Path) -> Target:
+    shown = str(path)
+    try:
+        if path.stat().st_size > _MAX_TARGET_BYTES:
+            raise _error(shown, "file is larger than 1 MiB", "AF902", "target-invalid")
+        raw = path.read_text(encoding="utf-8")
+        data: Any = yaml.safe_load(raw)
+    except UsageError:
+        raise
+    except (OSError, UnicodeDecodeError) as exc:
+        raise _error(shown, f"cannot read: {exc}", "AF902", "target-invalid") from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        loc = Location(shown, mark.line + 1, mark.column + 1) if mark else Location(shown)
+        diag = Diagnostic("AF902", "target-invalid", Severity.ERROR, f"YAML error: {exc}", loc)
+        raise UsageError(f"cannot load target {shown}: malformed YAML", (diag,)) from None
+    if not isinstance(data, dict):
+        raise _error(shown, "expected a mapping of target fields", "AF902", "target-invalid")
+    errors = sorted(_validator().iter_errors(data), key=lambda e: list(map(str, e.path)))
+    if errors:
+        diags = tuple(
+            Diagnostic(
+                "AF902",
+                "target-invalid",
+                Severity.ERROR,
+                f"{'/'.join(map(str, e.path)) or '(top level)'}: {e.message}",
+                Location(shown),
+                "see schemas/target.schema.json for the fields a target takes",
+            )
+            for e in errors
+        )
+        raise UsageError(f"target {shown} does not satisfy the target schema", diags)
+    if data["ub_reserve_bytes"] >= data["ub_bytes"]:
+        raise _error(shown, "ub_reserve_bytes must be below ub_bytes", "AF902", "target-invalid")
+    return Target(
+        name=data["name"],
+        ub_bytes=int(data["ub_bytes"]),
+        ub_reserve_bytes=int(data["ub_reserve_bytes"]),
+        l1_bytes=int(data["l1_bytes"]),
+        l0a_bytes=int(data["l0a_bytes"]),
+        l0b_bytes=int(data["l0b_bytes"]),
+        l0c_bytes=int(data["l0c_bytes"]),
+        hbm_bandwidth=float(data["hbm_bandwidth"]),
+        peak_flops=MappingProxyType({k: float(v) for k, v in data["peak_flops"].items()}),
+        cores=int(data["cores"]),
+        vector_cores=int(data["vector_cores"]),
+        ub_align_bytes=int(data.get("ub_align_bytes", 32)),
+        buffer_factor=int(data.get("buffer_factor", 2)),
+        launch_overhead_s=float(data.get("launch_overhead_s", 5e-6)),
+        max_fused_inputs=int(data.get("max_fused_inputs", 8)),
+        description=data.get("description"),
+        cube_min_tile=tuple(int(x) for x in data.get("cube_min_tile", (16, 16))),  # type: ignore[arg-type]
+        cube_buffer_factor=int(data.get("cube_buffer_factor", 2)),
+        accumulate_bytes=int(data.get("accumulate_bytes", 4)),
+        source=shown,
+    )

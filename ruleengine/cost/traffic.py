@@ -1,0 +1,156 @@
+"""HBM traffic of a node set, unfused and fused, and the compute estimate for overhead.
+
+A fused kernel reads each external input once and writes each tensor that leaves the
+group once; unfused, every node reads its inputs and writes its outputs. View ops
+(Reshape, Squeeze, Unsqueeze, Flatten, Identity) only relabel memory: they cost no
+traffic on their own, their shape/axes inputs are metadata, and a view's output shares
+storage with its data input (its *root*), so fusing only views saves nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from ruleengine.cost.opinfo import is_view, node_flops
+from ruleengine.graph.model import Graph, Node
+
+
+@dataclass(frozen=True)
+class GroupIO:
+    """How a node set connects to the rest of the graph."""
+
+    nodes: tuple[Node, ...]  # topological order
+    inputs: tuple[str, ...]  # external data tensors read by the group, first-use order
+    meta_inputs: tuple[str, ...]  # external tensors only read as view metadata (shapes)
+    outputs: tuple[str, ...]  # tensors produced inside and used outside, or graph outputs
+    intermediates: tuple[str, ...]  # produced inside, consumed only inside
+    root: dict[str, str]  # tensor -> the tensor whose storage it shares through views
+
+
+@dataclass(frozen=True)
+class Traffic:
+    bytes_before: int
+    bytes_after: int
+    accesses_before: int
+    accesses_after: int
+    flops: int
+    unknown: tuple[str, ...]  # tensors whose size is unknown (dynamic shape or dtype)
+
+
+def ordered_nodes(graph: Graph, names: Iterable[str]) -> tuple[Node, ...]:
+    """The named nodes in the graph's topological order."""
+    pos = topo_position(graph)
+    return tuple(sorted((graph.node(n) for n in set(names)), key=lambda n: pos[n.name]))
+
+
+_POS_CACHE: dict[int, tuple[Graph, dict[str, int]]] = {}
+
+
+def topo_position(graph: Graph) -> dict[str, int]:
+    """Node name -> position in ``graph.nodes`` (which is topological), cached per graph."""
+    hit = _POS_CACHE.get(id(graph))
+    if hit is not None and hit[0] is graph:
+        return hit[1]
+    pos = {n.name: i for i, n in enumerate(graph.nodes)}
+    if len(_POS_CACHE) > 8:
+        _POS_CACHE.clear()
+    _POS_CACHE[id(graph)] = (graph, pos)
+    return pos
+
+
+def group_io(graph: Graph, names: Iterable[str]) -> GroupIO:
+    nodes = ordered_nodes(graph, names)
+    inside = {n.name for n in nodes}
+    produced: set[str] = set()
+    root: dict[str, str] = {}
+    data_inputs: dict[str, None] = {}
+    meta_inputs: dict[str, None] = {}
+    for node in nodes:
+        view = is_view(node)
+        for port, t in enumerate(node.inputs):
+            if not t or t in produced:
+                continue
+            if view and port > 0:
+                meta_inputs.setdefault(t, None)
+            else:
+                data_inputs.setdefault(t, None)
+        if view and node.inputs and node.inputs[0]:
+            src = node.inputs[0]
+            for t in node.outputs:
+                if t:
+                    root[t] = root.get(src, src)
+        for t in node.outputs:
+            if t:
+                produced.add(t)
+                root.setdefault(t, t)
+    for t in data_inputs:
+        meta_inputs.pop(t, None)
+    outputs: list[str] = []
+    intermediates: list[str] = []
+    for node in nodes:
+        for t in node.outputs:
+            if not t:
+                continue
+            tensor = graph.tensors.get(t)
+            escapes = tensor is not None and (
+                tensor.is_graph_output or any(c not in inside for c, _ in tensor.consumers)
+            )
+            (outputs if escapes else intermediates).append(t)
+    return GroupIO(
+        nodes,
+        tuple(data_inputs),
+        tuple(meta_inputs),
+        tuple(outputs),
+        tuple(intermediates),
+        root,
+    )
+
+
+def _nbytes(graph: Graph, t: str, unknown: list[str]) -> int:
+    tensor = graph.tensors.get(t)
+    size = tensor.nbytes if tensor is not None else None
+    if size is None:
+        if t not in unknown:
+            unknown.append(t)
+        return 0
+    return size
+
+
+def traffic(graph: Graph, io: GroupIO) -> Traffic:
+    """Bytes and tensor accesses before/after fusing ``io.nodes``, plus their flops."""
+    unknown: list[str] = []
+    before = accesses_before = flops = 0
+    for node in io.nodes:
+        if is_view(node):
+            continue
+        flops += node_flops(graph, node)
+        reads = dict.fromkeys(t for t in node.inputs if t)
+        writes = [t for t in node.outputs if t]
+        for t in (*reads, *writes):
+            before += _nbytes(graph, t, unknown)
+            accesses_before += 1
+    # Fused: read the external data inputs that a compute (non-view) node needs, write
+    # each escaping tensor once per storage root that a compute node produced.
+    compute_reads: set[str] = set()
+    compute_outputs: set[str] = set()
+    for node in io.nodes:
+        if is_view(node):
+            continue
+        for t in node.inputs:
+            if t:
+                compute_reads.add(io.root.get(t, t))
+        compute_outputs.update(t for t in node.outputs if t)
+    after = accesses_after = 0
+    for t in io.inputs:
+        if t in compute_reads:
+            after += _nbytes(graph, t, unknown)
+            accesses_after += 1
+    written: set[str] = set()
+    for t in io.outputs:
+        r = io.root.get(t, t)
+        if r in compute_outputs and r not in written:
+            written.add(r)
+            after += _nbytes(graph, t, unknown)
+            accesses_after += 1
+    return Traffic(before, after, accesses_before, accesses_after, flops, tuple(unknown))

@@ -1,0 +1,174 @@
+"""UB (Unified Buffer) working set of a fused kernel, and whether it fits the target.
+
+The model (also in docs/cost-model.md):
+
+* The fused kernel streams its largest escaping output (the *anchor*, ``A`` elements) in
+  tiles of ``E`` elements, row-major; every other tensor of the group moves in step, so
+  its tile is its share of the anchor tile, ``ceil(E * numel(T) / A)``, and at least one
+  run of its last dimension (a broadcast operand such as a bias row is read whole).
+* Every live tensor tile needs a UB buffer of ``align32(tile * dtype size)``, times the
+  target's ``buffer_factor`` (double buffering): the outputs of every compute node and
+  the external inputs the vector unit reads. Views alias their input (no buffer).
+  Scalars are instruction operands (no buffer). Inputs on a cube op's matrix ports go
+  HBM -> L1 -> L0A/L0B and never through UB.
+* A cube op (MatMul, Gemm, Conv) hands its output tile from L0C to the vector unit in
+  accumulator precision (``accumulate_bytes``, fp32/int32), ``cube_buffer_factor``
+  copies. Its tile must be at least ``cube_min_tile`` (rows x cols, one fractal by
+  default) and at most what L0C holds.
+* A reduction (Softmax, LayerNorm, RMSNorm, ReduceMean, ...) must see whole rows of its
+  reduced axes, so its input tile is at least one full row.
+* Tilings are searched from small to large; the smallest legal tiling decides the
+  working set, and the group overflows when even that exceeds ``ub_bytes - reserve``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from ruleengine.cost.model import Target
+from ruleengine.cost.opinfo import CUBE_MATRIX_PORTS, is_cube, is_reduce, is_view, reduced_axes
+from ruleengine.cost.traffic import GroupIO
+from ruleengine.graph.model import DTYPE_SIZES, Graph
+
+
+@dataclass(frozen=True)
+class UBNeed:
+    bytes: int  # working set of the chosen (smallest legal) tiling
+    limit: int  # ub_bytes - reserve
+    tile_elems: int  # E: elements of the anchor per tile
+    tile: tuple[int, ...]  # E laid out over the anchor's shape (row-major block)
+    anchor: str
+    buffers: tuple[tuple[str, int], ...]  # (tensor, bytes) of every UB buffer
+    legal: bool  # False when no tiling satisfies the lower and upper bounds together
+    why_illegal: str = ""
+
+    @property
+    def fits(self) -> bool:
+        return self.legal and self.bytes <= self.limit
+
+
+def _static(graph: Graph, t: str) -> tuple[int, ...] | None:
+    tensor = graph.tensors.get(t)
+    if tensor is None or not tensor.is_static:
+        return None
+    return tuple(int(d) for d in tensor.shape or ())  # type: ignore[arg-type]
+
+
+def _align(n: int, to: int) -> int:
+    return -(-n // to) * to
+
+
+def _block(shape: tuple[int, ...], elems: int) -> tuple[int, ...]:
+    """Lay ``elems`` out as a row-major block of ``shape`` (trailing dims first)."""
+    out: list[int] = []
+    left = elems
+    for d in reversed(shape):
+        take = max(1, min(d, left))
+        out.append(take)
+        left = max(1, -(-left // d))
+    return tuple(reversed(out))
+
+
+def ub_need(graph: Graph, io: GroupIO, target: Target) -> UBNeed:
+    """The working set of the smallest legal tiling of the group (see the module doc)."""
+    limit = target.ub_usable_bytes
+    compute = [n for n in io.nodes if not is_view(n)]
+    if not compute:
+        return UBNeed(0, limit, 0, (), "", (), True)
+    # Anchor: the largest escaping output of a compute node (else the last output).
+    candidates = [t for t in io.outputs if _static(graph, t) is not None]
+    if not candidates:
+        candidates = [t for t in compute[-1].outputs if t and _static(graph, t) is not None]
+    if not candidates:
+        return UBNeed(0, limit, 0, (), "", (), False, "no static output shape")
+    anchor = max(candidates, key=lambda t: (math.prod(_static(graph, t) or ()), -len(t)))
+    a_shape = _static(graph, anchor) or ()
+    a_numel = max(1, math.prod(a_shape))
+
+    def share(t: str, e: int) -> int:
+        shape = _static(graph, t) or ()
+        n = math.prod(shape) if shape else 1
+        last = shape[-1] if shape else 1
+        return max(1, min(n, max(-(-e * n // a_numel), min(e, last))))
+
+    # Lower bounds on E (reductions need whole rows; a cube its minimum tile), upper
+    # bounds (the cube output tile must fit L0C).
+    anchor_dtype = DTYPE_SIZES.get(graph.tensors[anchor].dtype or "", 4)
+    lower = [min(a_numel, max(1, target.ub_align_bytes // anchor_dtype))]
+    lower_why: list[str] = []
+    upper: list[tuple[int, str]] = []
+    for node in compute:
+        if is_reduce(node) and node.inputs and _static(graph, node.inputs[0]):
+            shape = _static(graph, node.inputs[0]) or ()
+            row = math.prod(shape[a] for a in reduced_axes(graph, node)) if shape else 1
+            n_in = max(1, math.prod(shape))
+            lower.append(min(a_numel, -(-row * a_numel // n_in)))
+            lower_why.append(f"{node.name} needs whole rows of {row} elements")
+        if is_cube(node) and node.outputs and _static(graph, node.outputs[0]):
+            shape = _static(graph, node.outputs[0]) or ()
+            n_out = max(1, math.prod(shape))
+            if node.op_type.startswith("Conv") and len(shape) >= 3:
+                cols, rows = shape[1], n_out // max(1, shape[1])
+            else:
+                cols = shape[-1] if shape else 1
+                rows = n_out // max(1, cols)
+            m0, n0 = target.cube_min_tile
+            min_tile = min(m0, rows) * min(n0, cols)
+            lower.append(min(a_numel, -(-min_tile * a_numel // n_out)))
+            lower_why.append(f"{node.name} hands over at least {min_tile}-element tiles")
+            max_tile = target.l0c_bytes // target.accumulate_bytes
+            upper.append((max(1, max_tile * a_numel // n_out), f"{node.name} tile bounded by L0C"))
+    need_min = max(lower)
+    steps = {need_min, a_numel}
+    p = 1
+    while p < a_numel:
+        if p >= need_min:
+            steps.add(p)
+        p *= 2
+    legal = False
+    why = ""
+    chosen = need_min
+    for e in sorted(steps):
+        bad = [w for cap, w in upper if e > cap]
+        if not bad:
+            chosen, legal = e, True
+            break
+        why = "; ".join(bad)
+    if not legal:
+        why = f"no tiling satisfies both bounds ({'; '.join(lower_why)}; {why})"
+
+    # Buffers of the chosen tiling.
+    buffers: list[tuple[str, int]] = []
+    align = target.ub_align_bytes
+    seen: set[str] = set()
+    for node in compute:
+        for t in node.outputs:
+            if not t or t in seen:
+                continue
+            seen.add(t)
+            size = DTYPE_SIZES.get(graph.tensors[t].dtype or "", 4) if t in graph.tensors else 4
+            if is_cube(node):
+                elem = max(size, target.accumulate_bytes)
+                buffers.append(
+                    (t, _align(share(t, chosen) * elem, align) * target.cube_buffer_factor)
+                )
+            else:
+                buffers.append((t, _align(share(t, chosen) * size, align) * target.buffer_factor))
+    # External inputs, each with the compute nodes reading it (directly or through views).
+    readers: dict[str, list[tuple[str, int]]] = {}
+    for node in compute:
+        for port, x in enumerate(node.inputs):
+            if x:
+                readers.setdefault(io.root.get(x, x), []).append((node.op_type, port))
+    for t in io.inputs:
+        tensor = graph.tensors.get(t)
+        if tensor is None or t in seen or (tensor.numel or 0) <= 1 or t not in readers:
+            continue
+        if all(port in CUBE_MATRIX_PORTS.get(op, ()) for op, port in readers[t]):
+            continue  # matrix operands of a cube op go through L1/L0A/L0B, not UB
+        seen.add(t)
+        size = DTYPE_SIZES.get(tensor.dtype or "", 4)
+        buffers.append((t, _align(share(t, chosen) * size, align) * target.buffer_factor))
+    total = sum(b for _, b in buffers)
+    return UBNeed(total, limit, chosen, _block(a_shape, chosen), anchor, tuple(buffers), legal, why)
