@@ -1,1 +1,160 @@
-"""The compile-time command: fuse."""
+"""The compile-time command: fuse.
+
+Parses flags (and the AUTOFUSION_RULES / AUTOFUSION_DISABLE environment variables), calls
+``pipeline.fuse`` (which computes every output in memory), writes the files atomically,
+renders the report and picks the exit code: 0 done, 1 verification failed, 2 error.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from enum import StrEnum
+from pathlib import Path
+
+import typer
+
+from ruleengine.cli.app import app
+from ruleengine.cli.common import EXIT_FINDINGS, EXIT_OK, guarded
+from ruleengine.errors import UsageError
+
+ENV_ENABLE = "AUTOFUSION_RULES"
+ENV_DISABLE = "AUTOFUSION_DISABLE"
+# Test-only hook (docs/fuse.md): comma-separated rule names whose fused function bodies
+# are deliberately corrupted, so tests can prove that --safe finds and drops them.
+ENV_CORRUPT = "AUTOFUSION_TEST_CORRUPT_RULES"
+
+
+class Preset(StrEnum):
+    cnn = "cnn"
+    transformer = "transformer"
+    all = "all"
+
+
+class Solver(StrEnum):
+    exact = "exact"
+    greedy = "greedy"
+
+
+class Format(StrEnum):
+    text = "text"
+    json = "json"
+
+
+def parse_dims(values: list[str]) -> dict[str, int]:
+    """--dim name=value (several) -> {name: value}."""
+    dims: dict[str, int] = {}
+    for item in values:
+        name, sep, value = item.partition("=")
+        name = name.strip()
+        try:
+            size = int(value)
+        except ValueError:
+            size = -1
+        if not sep or not name or size < 1:
+            raise UsageError(f"bad --dim {item!r}: expected name=positive integer, e.g. batch=1")
+        dims[name] = size
+    return dims
+
+
+def _env_names(var: str) -> list[str]:
+    return [n.strip() for n in os.environ.get(var, "").split(",") if n.strip()]
+
+
+def _progress_printer():
+    if not sys.stderr.isatty():
+        return None
+
+    def show(message: str) -> None:
+        typer.echo(f"autofusion: {message}...", err=True)
+
+    return show
+
+
+@app.command("fuse")
+def fuse_command(
+    model: Path = typer.Argument(..., help="ONNX model to fuse (never modified)."),
+    rules: list[Path] = typer.Option(
+        [], "--rules", "-r", help="Rule file or directory (several allowed)."
+    ),
+    preset: Preset | None = typer.Option(
+        None, "--preset", help="Bundled rule preset (default: all, when no --rules)."
+    ),
+    target: str = typer.Option("ascend910b", "--target", "-t", help="Target name or YAML."),
+    solver: Solver = typer.Option(Solver.exact, "--solver", help="Conflict resolution."),
+    enable: list[str] = typer.Option(
+        [], "--enable", help=f"Only these rules (several allowed; env {ENV_ENABLE})."
+    ),
+    disable: list[str] = typer.Option(
+        [], "--disable", help=f"Never these rules (several allowed; env {ENV_DISABLE})."
+    ),
+    dim: list[str] = typer.Option([], "--dim", help="Bind a symbolic dimension: name=value."),
+    outdir: Path = typer.Option(Path("out"), "--output", "-o", help="Output directory."),
+    verify: bool | None = typer.Option(
+        None,
+        "--verify/--no-verify",
+        help="Compare original and fused model in onnxruntime (default: on with --safe).",
+    ),
+    safe: bool = typer.Option(
+        False, "--safe", help="Verify, find failing groups by bisection and drop them."
+    ),
+    inputs: Path | None = typer.Option(
+        None, "--inputs", help="Verification inputs (.npz, one array per model input)."
+    ),
+    seed: int = typer.Option(0, "--seed", help="Seed of the random verification inputs."),
+    benefit_threshold: float | None = typer.Option(
+        None, "--benefit-threshold", help="Minimum relative HBM gain for every rule."
+    ),
+    time_limit: float = typer.Option(30.0, "--time-limit", help="Exact solver limit (s)."),
+    fmt: Format = typer.Option(Format.text, "--format", "-f", help="Report on stdout."),
+) -> None:
+    """Fuse MODEL: write the fused ONNX model, plan.json, report and DOT graph to OUTDIR."""
+
+    def run() -> int:
+        from ruleengine.pipeline import fuse, write_outputs
+        from ruleengine.rewrite.report import report_json, report_text
+
+        if not model.is_file():
+            raise UsageError(f"model file not found: {model}")
+        if inputs is not None and not inputs.is_file():
+            raise UsageError(f"inputs file not found: {inputs}")
+        if outdir.exists() and not outdir.is_dir():
+            raise UsageError(f"output path {outdir} exists and is not a directory")
+        result = fuse(
+            model,
+            rules,
+            preset=preset.value if preset else None,
+            target=target,
+            solver=solver.value,
+            dims=parse_dims(dim),
+            enable=[*enable, *_env_names(ENV_ENABLE)],
+            disable=[*disable, *_env_names(ENV_DISABLE)],
+            benefit_threshold=benefit_threshold,
+            verify=verify,
+            safe=safe,
+            inputs=inputs,
+            seed=seed,
+            time_limit_s=time_limit,
+            progress=_progress_printer(),
+            corrupt_rules=_env_names(ENV_CORRUPT),
+        )
+        write_outputs(result, outdir)
+        names = list(result.files)
+        if fmt is Format.json:
+            typer.echo(json.dumps(report_json(result.plan, names), indent=2))
+        else:
+            typer.echo(report_text(result.plan, names, outdir=str(outdir)), nl=False)
+        v = result.plan.verification
+        if v is not None and not v.ok:
+            typer.echo(
+                "error: the fused model does not compute what the original does "
+                "(see Verification above)\n  hint: rerun with --safe to drop failing groups",
+                err=True,
+            )
+            return EXIT_FINDINGS
+        return EXIT_OK
+
+    code = guarded(run)
+    if code:
+        raise typer.Exit(code)

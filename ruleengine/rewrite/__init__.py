@@ -1,0 +1,30 @@
+"""Rewrite and emit: fused ONNX model, plan, report, DOT picture, numerical verification.
+
+One module per concern: ``plan`` (groups, plan record, plan.json), ``onnx_rewrite`` (the
+fused model with model-local functions), ``verify`` (onnxruntime comparison, bisection),
+``report`` (text and JSON), ``dot`` (DOT/SVG), ``emit`` (render all files, write atomically).
+"""
+
+from __future__ import annotations
+
+from ruleengine.rewrite.model import (
+    FUSED_DOMAIN,
+    FusedGroup,
+    KernelSpec,
+    OutputCheck,
+    Plan,
+    Rejection,
+    RuleStats,
+    Verification,
+)
+
+__all__ = [
+    "FUSED_DOMAIN",
+    "FusedGroup",
+    "KernelSpec",
+    "OutputCheck",
+    "Plan",
+    "Rejection",
+    "RuleStats",
+    "Verification",
+]

@@ -8,6 +8,7 @@ verdict, a stable code and a sentence; per-rule statistics follow ATC's fusion r
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import PurePosixPath, PureWindowsPath
@@ -30,8 +31,6 @@ from ruleengine.rewrite.model import (
 )
 from ruleengine.rules.model import FrozenMap, Rule, RuleSet
 
-VIEW_OPS = frozenset({"Reshape", "Squeeze", "Unsqueeze", "Flatten", "Identity"})
-
 
 def to_json(value: Any) -> Any:
     """Rule values (FrozenMap, tuples) as plain JSON values, keys in their YAML order."""
@@ -45,7 +44,7 @@ def to_json(value: Any) -> Any:
 def safe_relpath(path: str, what: str, location: Location | None = None) -> str:
     """Normalise a rule's output path relative to OUTDIR; refuse one that would escape it."""
     posix = path.replace("\\", "/")
-    if PurePosixPath(posix).is_absolute() or PureWindowsPath(path).drive:
+    if PurePosixPath(posix).is_absolute() or PureWindowsPath(path).drive or path.startswith("~"):
         raise _escape_error(path, what, location, "it is absolute")
     parts: list[str] = []
     for part in PurePosixPath(posix).parts:
@@ -62,8 +61,8 @@ def safe_relpath(path: str, what: str, location: Location | None = None) -> str:
 
 def _escape_error(path: str, what: str, location: Location | None, why: str) -> OutputError:
     diag = Diagnostic(
-        code="AF601",
-        name="output-path-escapes",
+        code="AF208",  # the rule loader's code for the same finding
+        name="unsafe-path",
         severity=Severity.ERROR,
         message=f"{what} {path!r} escapes the output directory: {why}",
         location=location,
@@ -164,32 +163,13 @@ def check_output_paths(rule_set: RuleSet) -> None:
 def node_traffic(graph: Graph) -> tuple[int, int]:
     """Whole-model unfused HBM traffic: each node reads its inputs and writes its outputs.
 
-    View ops (metadata only) move no data. Returns (bytes, tensors of unknown size).
+    Computed by the cost model's traffic function over the set of all nodes (view ops move
+    no data). Returns (bytes, tensors of unknown size, which are not counted).
     """
-    try:  # helper C's cost functions, when present, are the single source of truth
-        from ruleengine.cost import model_traffic  # type: ignore[attr-defined]
-    except ImportError:
-        model_traffic = None
-    if model_traffic is not None:
-        result = model_traffic(graph)
-        if isinstance(result, tuple):
-            return int(result[0]), int(result[1])
-        return int(result), 0
-    total = 0
-    unknown = 0
-    for node in graph.nodes:
-        if node.op_type in VIEW_OPS and node.domain in ("", "ai.onnx"):
-            continue
-        for t in (*node.inputs, *node.outputs):
-            if not t:
-                continue
-            tensor = graph.tensors.get(t)
-            size = tensor.nbytes if tensor is not None else None
-            if size is None:
-                unknown += 1
-            else:
-                total += size
-    return total, unknown
+    from ruleengine.cost.traffic import group_io, traffic
+
+    t = traffic(graph, group_io(graph, (n.name for n in graph.nodes)))
+    return t.bytes_before, len(t.unknown)
 
 
 def build_plan(
@@ -304,6 +284,11 @@ def group_json(g: FusedGroup) -> dict[str, Any]:
     }
 
 
+def _finite(x: float) -> float | None:
+    """JSON has no inf/NaN: a missing or mis-shaped output is reported as null."""
+    return x if math.isfinite(x) else None
+
+
 def verification_json(v: Verification | None) -> dict[str, Any] | None:
     if v is None:
         return None
@@ -317,9 +302,9 @@ def verification_json(v: Verification | None) -> dict[str, Any] | None:
         "outputs": [
             {
                 "name": o.name,
-                "cosine": o.cosine,
-                "max_abs_error": o.max_abs_error,
-                "max_rel_error": o.max_rel_error,
+                "cosine": _finite(o.cosine),
+                "max_abs_error": _finite(o.max_abs_error),
+                "max_rel_error": _finite(o.max_rel_error),
                 "ok": o.ok,
             }
             for o in v.outputs

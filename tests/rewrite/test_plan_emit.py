@@ -1,0 +1,143 @@
+"""Plan, report, DOT and atomic writing on hand-built records (no other stage needed)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import jsonschema
+import onnx
+import pytest
+
+from ruleengine.cost.model import Verdict
+from ruleengine.errors import OutputError
+from ruleengine.match.model import MatchResult, NearMiss
+from ruleengine.resources import schema_path
+from ruleengine.rewrite.dot import render_dot
+from ruleengine.rewrite.emit import render_files, write_atomically
+from ruleengine.rewrite.plan import build_groups, build_plan, plan_json, safe_relpath
+from ruleengine.rewrite.report import report_json, report_text
+from ruleengine.rules.model import RuleSet
+from tests.rewrite.records import TARGET, graph_from_model, resolution, rule, scored
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "mlp_block.onnx"
+RULES = RuleSet(
+    (
+        rule("bias_add", "MatMulBias", kernel="matmul_bias"),
+        rule(
+            "cbr",
+            "ConvBnRelu",
+            file_path="./output/kernels/",
+            gen_dot_graph=True,
+            dot_graph_path="output/graphs",
+        ),
+    )
+)
+
+
+@pytest.fixture(scope="module")
+def graph():
+    return graph_from_model(onnx.load(str(EXAMPLE)))
+
+
+@pytest.fixture(scope="module")
+def plan(graph):
+    chosen = [scored("cbr", ["conv", "bn", "relu"]), scored("bias_add", ["fc1_matmul", "fc1_bias"])]
+    lost = scored("bias_add", ["fc1_bias", "gelu_div"], saved=10)
+    low = scored("bias_add", ["fc2_matmul", "fc2_bias"])
+    from dataclasses import replace
+
+    low = replace(low, verdict=Verdict.LOW_BENEFIT, code="low-benefit", reason="gain 1% < 20%")
+    match = MatchResult(
+        tuple(s.candidate for s in (*chosen, lost, low)),
+        (NearMiss(scored("cbr", ["conv"]).candidate, "output-count", "2 outputs, rule wants 1"),),
+    )
+    res = resolution(chosen, [(lost, "lost a conflict to group 1")])
+    return build_plan(
+        model_name=EXAMPLE.name,
+        graph=graph,
+        rule_set=RULES,
+        target=TARGET,
+        match=match,
+        scored=(*chosen, lost, low),
+        resolution=res,
+        groups=build_groups(graph, chosen, RULES),
+    )
+
+
+def test_plan_json_follows_the_schema(plan):
+    data = plan_json(plan)
+    schema = json.loads(schema_path("plan").read_text())
+    jsonschema.validate(data, schema)
+    s = data["summary"]
+    assert (s["nodes_before"], s["nodes_after"], s["groups"]) == (15, 12, 2)
+    assert s["hbm_bytes_before"] - s["hbm_bytes_after"] == s["bytes_saved"] == 2000
+    assert [g["rule"] for g in data["groups"]] == ["bias_add", "cbr"]
+    assert data["groups"][1]["kernel"]["file_path"] == "output/kernels"
+    assert {r["verdict"] for r in data["rejected"]} == {"lost_conflict", "low_benefit", "near_miss"}
+    assert data["rules"] == [
+        {"rule": "bias_add", "matched": 3, "fused": 1},
+        {"rule": "cbr", "matched": 1, "fused": 1},
+    ]
+
+
+def test_report_text_and_json(plan):
+    text = report_text(plan, ["plan.json"], timings=False)
+    assert "HBM access" in text and "fits" in text
+    assert "nodes:                15 -> 12" in text
+    assert "fused groups:         2 (bias_add 1, cbr 1)" in text
+    assert "Verification: not run" in text
+    data = report_json(plan, ["plan.json"], timings=False)
+    assert data["totals"]["groups_per_rule"] == {"bias_add": 1, "cbr": 1}
+    assert "timings_s" not in data
+
+
+def test_dot_has_dashed_clusters_labelled_rule_and_kernel(graph, plan):
+    dot = render_dot(graph, plan.groups)
+    assert dot.count("subgraph cluster_g") == 2
+    assert "style=dashed" in dot
+    assert "group 2: cbr\\nkernel cbr" in dot
+
+
+def test_render_files_includes_rule_output_paths(graph, plan):
+    files = render_files(model_stem="mlp_block", plan=plan, fused_model_bytes=b"onnx", graph=graph)
+    assert {"mlp_block.fused.onnx", "plan.json", "report.txt", "report.json", "graph.dot"} <= set(
+        files
+    )
+    assert "output/kernels/cbr.kernel.json" in files
+    assert "output/graphs/cbr.dot" in files
+
+
+@pytest.mark.parametrize("bad", ["../x", "/etc", "a/../../b", "~/x", "C:\\temp"])
+def test_escaping_paths_are_refused(bad):
+    with pytest.raises(OutputError) as err:
+        safe_relpath(bad, "output.file_path")
+    assert err.value.diagnostics[0].code == "AF208"
+
+
+def test_safe_relpath_normalises():
+    assert safe_relpath("./output/kernels/", "x") == "output/kernels"
+    assert safe_relpath("a/../b", "x") == "b"
+    assert safe_relpath(".", "x") == "."
+
+
+def test_write_atomically_all_or_nothing(tmp_path):
+    out = tmp_path / "out"
+    written = write_atomically(out, {"a.txt": b"1", "sub/b.txt": b"2"})
+    assert sorted(p.name for p in written) == ["a.txt", "b.txt"]
+    assert (out / "sub" / "b.txt").read_bytes() == b"2"
+    # a file where a directory must go: nothing new is written, no temp file is left
+    blocker = tmp_path / "out2"
+    blocker.mkdir()
+    (blocker / "sub").write_text("not a dir")
+    with pytest.raises(OutputError):
+        write_atomically(blocker, {"first.txt": b"1", "sub/b.txt": b"2"})
+    assert sorted(p.name for p in blocker.iterdir()) == ["sub"]
+
+
+def test_write_atomically_never_overwrites_the_input(tmp_path):
+    model = tmp_path / "m.onnx"
+    model.write_bytes(b"original")
+    with pytest.raises(OutputError, match="input model"):
+        write_atomically(tmp_path, {"m.onnx": b"x"}, protect=(model,))
+    assert model.read_bytes() == b"original"
