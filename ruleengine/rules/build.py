@@ -190,7 +190,8 @@ class _Checker:
                 if limit is not None and port >= limit:
                     self.add(
                         "bad-input-port",
-                        f"{dotted(sp)}: port {port} but the op has at most {limit} inputs",
+                        f"{dotted(sp)}: port {port} but the op has at most {limit} "
+                        + ("input" if limit == 1 else "inputs"),
                         sp,
                         f"use input0 .. input{max(limit - 1, 0)}",
                         key=True,

@@ -1,0 +1,96 @@
+"""A minimal failing input per diagnostic code, discovered from the registry.
+
+A new code needs an ``example`` in the registry (or a builder here) or this test fails.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from ruleengine.diagnostics.codes import CODES, lookup
+from tests.rules.helpers import MINIMAL, run_cli
+
+
+def _nul(tmp: Path) -> list[str]:
+    p = tmp / "bad.yaml"
+    p.write_bytes(b"name: a\x00\n")
+    return [str(p)]
+
+
+def _huge(tmp: Path) -> list[str]:
+    p = tmp / "huge.yaml"
+    p.write_text(MINIMAL + "# " + "x" * (1 << 20) + "\n")
+    return [str(p)]
+
+
+def _missing(tmp: Path) -> list[str]:
+    return [str(tmp / "does-not-exist.yaml")]
+
+
+# Codes whose trigger is not a plain rule file.
+BUILDERS: dict[str, Callable[[Path], list[str]]] = {
+    "AF001": _missing,
+    "AF002": _nul,
+    "AF003": _huge,
+}
+
+
+def _inputs(code: str, tmp: Path) -> list[str]:
+    if code in BUILDERS:
+        return BUILDERS[code](tmp)
+    p = tmp / "rule.yaml"
+    p.write_text(CODES[code].example, encoding="utf-8")
+    return [str(p)]
+
+
+@pytest.mark.parametrize("code", sorted(CODES))
+def test_every_code_has_a_trigger(code: str):
+    assert CODES[code].example or code in BUILDERS, f"{code} has no example and no builder"
+
+
+@pytest.mark.parametrize("code", sorted(CODES))
+def test_minimal_example_triggers_exactly_its_code(code: str, tmp_path: Path):
+    info = CODES[code]
+    paths = _inputs(code, tmp_path)
+    res = run_cli(info.command, "--format", "json", *paths)
+    if code == "AF001":
+        assert res.exit_code == 2
+        assert code in res.stderr and res.stdout == ""
+        return
+    assert res.exit_code == 1 or info.severity == "warning", res.stdout
+    found = {d["code"] for d in json.loads(res.stdout)["diagnostics"]}
+    assert code in found, res.stdout
+    strict = run_cli(info.command, "--strict", *paths)
+    assert strict.exit_code == 1
+
+
+def test_codes_are_stable_and_well_formed():
+    for code, info in CODES.items():
+        assert re.fullmatch(r"AF\d{3}", code)
+        assert re.fullmatch(r"[a-z0-9]+(-[a-z0-9]+)*", info.name)
+        assert info.summary and info.explanation
+        assert info.command in ("verify", "check")
+    assert len({i.name for i in CODES.values()}) == len(CODES)
+
+
+def test_lookup_by_code_or_name():
+    assert lookup("af303").name == "unknown-param"
+    assert lookup("unknown-param").code == "AF303"
+    assert lookup("AF999") is None
+
+
+def test_rule_codes_lists_and_documents():
+    res = run_cli("rule-codes")
+    assert res.exit_code == 0 and res.stderr == ""
+    assert len(res.stdout.strip().splitlines()) == len(CODES)
+    one = run_cli("rule-codes", "AF304")
+    assert one.exit_code == 0
+    assert one.stdout.startswith("AF304 no-hbm-saving (warning")
+    assert "Example that triggers it" in one.stdout
+    bad = run_cli("rule-codes", "AF999")
+    assert bad.exit_code == 2 and bad.stdout == "" and "unknown diagnostic code" in bad.stderr

@@ -1,0 +1,149 @@
+"""One test per row of ../shared/seed-rules/README.md (the compatibility suite)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from ruleengine.errors import RuleLoadError
+from ruleengine.rules import lint_paths, load_rule_set
+from tests.rules.helpers import SEED, run_cli
+
+
+def _codes(result) -> list[str]:
+    return [d.code for d in result.diagnostics]
+
+
+def test_conv_add_silu_full_rule_verifies_and_checks_strict_clean():
+    f = SEED / "conv_add_silu_fusion.yaml"
+    assert run_cli("verify", f).exit_code == 0
+    res = run_cli("check", "--strict", f)
+    assert res.exit_code == 0, res.stdout
+    rule = load_rule_set([f]).rules[0]
+    assert rule.name == "Conv_Add_SiLU_Fusion"
+    assert [op.type for op in rule.ops] == ["Conv2d", "Add", "Swish"]
+    assert rule.ops[0].params == {"activation_type": "none", "groups": 1}
+    assert rule.ops[1].input_sources[1].source_type == "const_or_param"
+    assert rule.ops[2].input_sources[0].from_op == 1
+    assert rule.subgraph.input_count_range == (1, 2)
+    assert [c.type for c in rule.constraints] == [
+        "dtype_match",
+        "shape_constraint",
+        "memory_limit",
+        "workspace_size",
+        "channel_divisibility",
+    ]
+    assert rule.output.kernel_name == "conv_add_silu_fusion"
+    assert rule.rewrite.attributes["chunk_size"] == (1, 512, 56, 56)
+
+
+def test_conv_add_swish_branches_has_three_alternatives():
+    f = SEED / "conv_add_swish_branches.yaml"
+    assert run_cli("verify", f).exit_code == 0
+    assert run_cli("check", "--strict", f).exit_code == 0
+    rule = load_rule_set([f]).rules[0]
+    assert [[op.type for op in alt.ops] for alt in rule.alternatives] == [
+        ["Conv2d", "Add", "Swish"],
+        ["Conv2d", "BiasAdd", "Relu"],
+        ["Conv2d", "Add", "Relu"],
+    ]
+    assert rule.alternatives[1].ops[1].input_sources is None  # a plain chain
+
+
+def test_conv_bn_relu_epsilon_is_a_number_and_clip_max_is_warned():
+    f = SEED / "conv_bn_relu_fusion.yaml"
+    assert run_cli("verify", f).exit_code == 0
+    rule = load_rule_set([f]).rules[0]
+    eps = rule.ops[1].params["epsilon"]
+    assert isinstance(eps, float) and abs(eps - 0.00001) < 1e-12
+    res = lint_paths([f], set_checks=True)
+    assert _codes(res) == ["AF303"]
+    d = res.diagnostics[0]
+    assert (d.location.line, d.location.column) == (13, 9)
+    assert "clip_max" in d.message and "Relu" in d.message
+    assert run_cli("check", f).exit_code == 0
+    assert run_cli("check", "--strict", f).exit_code == 1
+
+
+def test_matmul_reshape_warns_no_hbm_saving():
+    f = SEED / "matmul_reshape_fusion.yaml"
+    assert run_cli("verify", f).exit_code == 0
+    res = lint_paths([f], set_checks=True)
+    assert _codes(res) == ["AF304"]
+    assert "Reshape" in res.diagnostics[0].message
+    assert run_cli("check", "--strict", f).exit_code == 1
+
+
+def test_attention_fusion_reports_every_duplicate_key_with_its_line():
+    f = SEED / "attention_fusion.yaml"
+    res = lint_paths([f], set_checks=False)
+    dups = [(d.message.split("'")[1], d.location.line) for d in res.diagnostics]
+    assert dups == [
+        ("name", 13),
+        ("priority", 14),
+        ("match", 15),
+        ("rewrite", 23),
+        ("name", 29),
+        ("priority", 30),
+        ("match", 31),
+        ("rewrite", 36),
+    ]
+    assert all(d.code == "AF005" for d in res.diagnostics)
+    assert all("---" in d.hint for d in res.diagnostics)
+    assert res.rules == ()  # never silently keeps the last (or first) rule
+    cli = run_cli("verify", f)
+    assert cli.exit_code == 1
+    assert "attention_fusion.yaml:13:1: error AF005 duplicate-key" in cli.stdout
+    with pytest.raises(RuleLoadError):
+        load_rule_set([f])
+
+
+def test_layernorm_dropout_verifies():
+    f = SEED / "layernorm_dropout_fusion.yaml"
+    assert run_cli("verify", f).exit_code == 0
+    rule = load_rule_set([f]).rules[0]
+    assert rule.ops[0].params["normalized_shape"] == (512,)
+
+
+def test_chunked_fragment_names_each_missing_required_field():
+    f = SEED / "chunked_rewrite_fragment.yaml"
+    res = run_cli("verify", f)
+    assert res.exit_code == 1
+    for field in ("'name'", "'match'", "'target_op'"):
+        assert f"missing required field {field}" in res.stdout
+    assert res.stderr == ""
+
+
+def test_priority_conflict_names_both_rules_and_lines(tmp_path: Path):
+    f = SEED / "priority_conflict.yaml"
+    res = lint_paths([f], set_checks=True)
+    assert _codes(res) == ["AF302"]
+    msg = res.diagnostics[0].message
+    assert "'MatMulRelu'" in msg and "'MatMulReluOptimized'" in msg
+    assert "priority_conflict.yaml:3:1" in msg and "priority_conflict.yaml:12:1" in msg
+    assert run_cli("check", f).exit_code == 1
+    raised = tmp_path / "raised.yaml"
+    raised.write_text(f.read_text().replace("priority: 1\n", "priority: 2\n", 1))
+    assert run_cli("check", "--strict", raised).exit_code == 0
+    rules = load_rule_set([raised]).by_name()
+    assert rules["MatMulRelu"].priority > rules["MatMulReluOptimized"].priority
+
+
+def test_fusion_rules_json_converts_to_rules_that_verify(tmp_path: Path):
+    src = tmp_path / "fusion_rules.json"
+    shutil.copy(SEED / "fusion_rules.json", src)
+    out = tmp_path / "out"
+    res = run_cli("convert", src, "-o", out)
+    assert res.exit_code == 0, res.stderr
+    files = sorted(p.name for p in out.iterdir())
+    assert files == ["conv_bn_relu.yaml", "matmul_relu.yaml"]
+    assert run_cli("verify", *sorted(out.iterdir())).exit_code == 0
+    assert run_cli("check", "--strict", out).exit_code == 0
+    rules = load_rule_set([out]).by_name()
+    assert [op.type for op in rules["conv_bn_relu"].ops] == ["Conv", "BatchNormalization", "Relu"]
+    assert rules["conv_bn_relu"].ops[1].params == {"training_mode": 0}
+    assert rules["matmul_relu"].rewrite.target_op == "MatMulReLU"
+    assert json.loads((SEED / "fusion_rules.json").read_text())  # source untouched
