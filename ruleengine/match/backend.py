@@ -1,0 +1,38 @@
+"""The pyDatalog backend: the ONLY module that imports pyDatalog.
+
+A fresh ``Logic()`` per run (pyDatalog keeps its state per thread), facts asserted one by
+one (``assert_fact``: no parsing), the compiled program loaded as text, one query per
+rule head.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable, Sequence
+
+from pyDatalog import Logic, pyDatalog
+
+_LOCK = threading.Lock()  # pyDatalog's per-thread state is not re-entrant within a thread
+
+
+def run(
+    facts: Iterable[tuple[str, tuple]], program: str, queries: Sequence[tuple[str, int]]
+) -> dict[str, list[tuple]]:
+    """Assert ``facts``, load ``program``, ask ``head(C, V1..Vn)`` for each (head, arity).
+
+    Returns head -> answers (tuples of constants), in a sorted, deterministic order.
+    """
+    with _LOCK:
+        Logic()  # a fresh, empty logic for this run
+        assert_fact = pyDatalog.assert_fact
+        for pred, args in facts:
+            assert_fact(pred, *args)
+        if program.strip():
+            pyDatalog.load(program)
+        out: dict[str, list[tuple]] = {}
+        for head, arity in queries:
+            query = f"{head}(C, {', '.join(f'V{i}' for i in range(arity))})"
+            answer = pyDatalog.ask(query)
+            out[head] = sorted(answer.answers) if answer is not None else []
+        Logic()  # drop the facts: the memory goes back at once
+        return out

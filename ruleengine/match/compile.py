@@ -1,0 +1,471 @@
+"""Rules -> Datalog text. Pure: no pyDatalog here, only the program as data and text.
+
+Facts (built by ``facts.py``, only those the program needs):
+  ``e_<A>__<B>(P, C, Port)``  node P, of a type in set A, produces a tensor that node C,
+                              of a type in set B, reads on input ``Port`` (typed edges:
+                              one predicate per pair of type sets the rules connect, so
+                              op types are part of the edge and need no facts of their own)
+  ``n_<A>(N)``                node N has a type in set A (only for ops no edge touches)
+  ``tin(N, Port, T)``         N reads tensor T on Port (only tensors read by two or more
+                              nodes of types a composite shares an input between)
+  ``cin(N, Port, K)``         N reads, on Port, a scalar constant equal to constant K
+A type set is named by its type when it has one (``MatMul``), else ``s<k>`` (listed in
+the program header). Each composite form is one derived predicate ``c_<form>(nodes...)``
+defined once; each rule is one head ``m_<k>(Combo, V1..Vn)`` with one clause per
+concrete alternative (``match.ops``, each branch, each repeat length, each composite
+form, single ONNX op or decomposed), padded with ``'-'``. Body literals are ordered most
+selective first (fact counts when known, else a static rarity rank), because pyDatalog
+evaluates them left to right.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from ruleengine.ops.classes import OPAQUE_MARKER, commutative_ops, op_classes
+from ruleengine.ops.composites import CompositeForm, const_rtol, expand_composite
+from ruleengine.ops.model import OpAlias
+from ruleengine.rules.model import Rule, RuleSet
+
+# Static rarity rank (lower = usually rarer in real graphs), used to order body literals
+# when no fact counts are known (explain-rule) and to break ties.
+_RARITY = (
+    "Erf Tanh Sigmoid Reciprocal Sqrt Exp ReduceMax ReduceSum Softmax LayerNormalization "
+    "BatchNormalization Conv Gemm Relu Pow ReduceMean Sub MatMul Div Cast Transpose Add Mul "
+    "Reshape"
+).split()
+
+PAD = "-"  # head padding for clauses with fewer node variables than the head
+
+
+def rarity(types: frozenset[str]) -> int:
+    return max((_RARITY.index(t) if t in _RARITY else len(_RARITY) // 2) for t in types)
+
+
+# ---------------------------------------------------------------- slot resolution
+
+
+@dataclass(frozen=True)
+class SlotSpec:
+    """What one pattern op can bind: single nodes of ``types`` and/or composite forms."""
+
+    types: frozenset[str]
+    forms: tuple[CompositeForm, ...] = ()
+    alias: OpAlias | None = None
+
+
+def resolve_type(type_name: str, aliases: Mapping[str, OpAlias]) -> SlotSpec:
+    """A rule op type (ONNX name, alias, ``@class`` or composite name) -> what it binds."""
+    if type_name.startswith("@"):
+        return SlotSpec(op_classes().get(type_name, frozenset()))
+    alias = aliases.get(type_name)
+    if alias is not None:
+        names = tuple(alias.composites) or ((alias.composite,) if alias.composite else ())
+        forms: list[CompositeForm] = []
+        for name in names:
+            for comp in expand_composite(name):
+                forms.extend(f for f in comp.forms if f not in forms)
+        return SlotSpec(frozenset(alias.onnx_types), tuple(forms), alias)
+    comps = expand_composite(type_name)
+    if comps:
+        return SlotSpec(frozenset(), tuple(f for c in comps for f in c.forms))
+    return SlotSpec(frozenset({type_name}))
+
+
+# ---------------------------------------------------------------- concrete patterns
+
+
+@dataclass(frozen=True)
+class Slot:
+    """One bound position of a concrete pattern: pattern op ``op``, repeat copy ``copy``."""
+
+    op: int
+    copy: int
+    types: frozenset[str] = frozenset()  # single node of one of these types
+    form: CompositeForm | None = None  # or a composite form
+
+    @property
+    def var(self) -> str:
+        return f"N{self.op}_{self.copy}"
+
+    def node_vars(self) -> tuple[str, ...]:
+        if self.form is None:
+            return (self.var,)
+        return tuple(f"{self.var}_{n.id}" for n in self.form.nodes)
+
+    @property
+    def out_var(self) -> str:
+        return self.var if self.form is None else f"{self.var}_{self.form.output.id}"
+
+    @property
+    def entry_var(self) -> str:
+        return self.var if self.form is None else f"{self.var}_{self.form.entry.id}"
+
+    @property
+    def out_types(self) -> frozenset[str]:
+        return self.types if self.form is None else frozenset({self.form.output.op})
+
+    @property
+    def entry_types(self) -> frozenset[str]:
+        return self.types if self.form is None else frozenset({self.form.entry.op})
+
+
+@dataclass(frozen=True)
+class Link:
+    """Slot ``src``'s output is read by slot ``dst`` (on ``port``; None = any port)."""
+
+    src: int  # index into Concrete.slots
+    dst: int
+    port: int | None
+
+
+@dataclass(frozen=True)
+class Concrete:
+    """One clause: a fully concrete choice for every pattern op of one alternative."""
+
+    combo: str  # constant naming this clause in the head, e.g. "a0c3"
+    alternative: int
+    slots: tuple[Slot, ...]
+    links: tuple[Link, ...]
+
+    def head_vars(self) -> tuple[str, ...]:
+        return tuple(v for s in self.slots for v in s.node_vars())
+
+
+def _is_commutative(types: frozenset[str]) -> bool:
+    comm = commutative_ops()
+    return bool(types) and all(t in comm for t in types)
+
+
+def concretize(rule: Rule, aliases: Mapping[str, OpAlias]) -> tuple[Concrete, ...]:
+    """Every concrete clause of a rule: alternatives x repeat lengths x single/composite."""
+    out: list[Concrete] = []
+    counter = 0
+    for alt_idx, alt in enumerate(rule.alternatives):
+        specs = [resolve_type(op.type, aliases) for op in alt.ops]
+        choices_per_op: list[list[tuple[int, tuple]]] = []
+        for op, spec in zip(alt.ops, specs, strict=True):
+            kinds: list = [("single", spec.types)] if spec.types else []
+            kinds += [("form", f) for f in spec.forms]
+            lo, hi = max(op.repeat_min, 1), max(op.repeat_max, op.repeat_min, 1)
+            per_len = []
+            for length in range(lo, hi + 1):
+                for combo in itertools.product(kinds, repeat=length):
+                    per_len.append((length, combo))
+            choices_per_op.append(per_len)
+        for choice in itertools.product(*choices_per_op):
+            slots: list[Slot] = []
+            first: dict[int, int] = {}
+            last: dict[int, int] = {}
+            links: list[Link] = []
+            for op_idx, (_length, kinds) in enumerate(choice):
+                for copy, (kind, val) in enumerate(kinds):
+                    slot = (
+                        Slot(op_idx, copy, types=val)
+                        if kind == "single"
+                        else Slot(op_idx, copy, form=val)
+                    )
+                    if copy == 0:
+                        first[op_idx] = len(slots)
+                    else:
+                        links.append(Link(len(slots) - 1, len(slots), None))
+                    last[op_idx] = len(slots)
+                    slots.append(slot)
+            for op_idx, op in enumerate(alt.ops):
+                dst = first[op_idx]
+                if op.input_sources is None:
+                    if op_idx > 0:
+                        links.append(Link(last[op_idx - 1], dst, None))
+                    continue
+                for src in op.input_sources:
+                    if src.from_op is None or src.from_op not in last:
+                        continue
+                    slot = slots[dst]
+                    port = (
+                        None if slot.form is not None or _is_commutative(slot.types) else src.port
+                    )
+                    links.append(Link(last[src.from_op], dst, port))
+            out.append(Concrete(f"a{alt_idx}c{counter}", alt_idx, tuple(slots), tuple(links)))
+            counter += 1
+    return tuple(out)
+
+
+# ---------------------------------------------------------------- the program
+
+
+@dataclass
+class Program:
+    """A compiled rule set: fact requirements, clauses, and how to read answers back."""
+
+    type_sets: dict[frozenset[str], str] = field(default_factory=dict)
+    edge_preds: dict[str, tuple[frozenset[str], frozenset[str]]] = field(default_factory=dict)
+    node_preds: dict[str, frozenset[str]] = field(default_factory=dict)
+    tin_types: set[str] = field(default_factory=set)
+    cin_types: set[str] = field(default_factory=set)
+    const_keys: dict[str, float] = field(default_factory=dict)  # key -> value
+    composite_clauses: dict[str, tuple[str, list[tuple[str, tuple]]]] = field(default_factory=dict)
+    # rule name -> (head predicate, arity, {combo: Concrete})
+    rules: dict[str, tuple[str, int, dict[str, Concrete]]] = field(default_factory=dict)
+    rule_clauses: dict[str, list[tuple[str, list[tuple[str, tuple]]]]] = field(default_factory=dict)
+
+    # ------------------------------------------------------------ naming
+    def set_name(self, types: frozenset[str]) -> str:
+        if types not in self.type_sets:
+            if len(types) == 1 and re.fullmatch(r"[A-Za-z][A-Za-z0-9_]*", next(iter(types))):
+                name = next(iter(types))
+            else:
+                name = f"s{sum(1 for n in self.type_sets.values() if n.startswith('s') and n[1:].isdigit()) + 1}"  # noqa: E501
+            self.type_sets[types] = name
+        return self.type_sets[types]
+
+    def edge_pred(self, src: frozenset[str], dst: frozenset[str]) -> str:
+        name = f"e_{self.set_name(src)}__{self.set_name(dst)}"
+        self.edge_preds[name] = (src, dst)
+        return name
+
+    def node_pred(self, types: frozenset[str]) -> str:
+        name = f"n_{self.set_name(types)}"
+        self.node_preds[name] = types
+        return name
+
+    def const_key(self, value: float) -> str:
+        rtol = const_rtol()
+        for key, v in self.const_keys.items():
+            if abs(v - value) <= rtol * max(abs(v), abs(value)):
+                return key
+        key = f"k{len(self.const_keys) + 1}"
+        self.const_keys[key] = value
+        return key
+
+
+Literal = tuple[str, tuple]  # (predicate, args); args are variable names or constants
+
+
+def _form_literals(prog: Program, form: CompositeForm, var: dict[str, str]) -> list[Literal]:
+    """Body literals of a composite form, over node variables ``var[node id]``."""
+    lits: list[Literal] = []
+    comm = commutative_ops()
+    counts: dict[str, int] = {}
+    for n in form.nodes:
+        for r in n.inputs:
+            if r.kind == "external":
+                counts[r.name] = counts.get(r.name, 0) + 1
+    pcount = itertools.count()
+    for n in form.nodes:
+        free = n.op in comm
+        for port, r in enumerate(n.inputs):
+            p: object = f"P{next(pcount)}" if free else port
+            if r.kind == "node":
+                src = form.node(r.name)
+                pred = prog.edge_pred(frozenset({src.op}), frozenset({n.op}))
+                lits.append((pred, (var[src.id], var[n.id], p)))
+            elif r.kind == "external" and counts[r.name] > 1:
+                prog.tin_types.add(n.op)
+                lits.append(("tin", (var[n.id], p, f"T_{r.name}")))
+            elif r.kind == "const":
+                prog.cin_types.add(n.op)
+                lits.append(("cin", (var[n.id], p, f"'{prog.const_key(r.value)}'")))
+    return lits
+
+
+def _is_var(a: object) -> bool:
+    return isinstance(a, str) and a[:1].isupper()
+
+
+def order_literals(lits: list[Literal], counts: Mapping[str, int] | None) -> list[Literal]:
+    """Most selective first, then always a literal sharing a bound variable (no cross
+    products); filters (tin/cin) as soon as their node is bound."""
+
+    def cost(lit: Literal) -> tuple:
+        pred, _ = lit
+        if counts is not None and pred in counts:
+            return (counts[pred], pred)
+        # static: edges by the rarer of their two type sets' names
+        return (10**6 + _static_rank(pred), pred)
+
+    remaining = list(lits)
+    ordered: list[Literal] = []
+    bound: set[str] = set()
+    while remaining:
+        filters = [
+            lit
+            for lit in remaining
+            if lit[0] in ("tin", "cin") and _is_var(lit[1][0]) and lit[1][0] in bound
+        ]
+        if filters:
+            # a filter whose tensor var is already bound joins most tightly
+            filters.sort(key=lambda lit: (not any(a in bound for a in lit[1][1:]), lit[0]))
+            pick = filters[0]
+        else:
+            connected = [
+                lit
+                for lit in remaining
+                if lit[0] not in ("tin", "cin") and any(a in bound for a in lit[1] if _is_var(a))
+            ]
+            pool = connected or [lit for lit in remaining if lit[0] not in ("tin", "cin")]
+            pool = pool or remaining
+            pick = min(pool, key=cost)
+        remaining.remove(pick)
+        ordered.append(pick)
+        bound.update(a for a in pick[1] if _is_var(a))
+    return ordered
+
+
+_STATIC_CACHE: dict[str, int] = {}
+
+
+def _static_rank(pred: str) -> int:
+    if pred not in _STATIC_CACHE:
+        parts = re.split(r"__|_", pred)
+        ranks = [_RARITY.index(p) for p in parts if p in _RARITY]
+        _STATIC_CACHE[pred] = min(ranks) if ranks else len(_RARITY)
+    return _STATIC_CACHE[pred]
+
+
+def _form_pred(form: CompositeForm) -> str:
+    return f"c_{form.name}"
+
+
+def compile_rule_set(
+    rule_set: RuleSet | Sequence[Rule],
+    aliases: Mapping[str, OpAlias],
+) -> Program:
+    """Lower every enabled rule into clauses (order of body literals decided later)."""
+    prog = Program()
+    rules = rule_set.rules if isinstance(rule_set, RuleSet) else tuple(rule_set)
+    for k, rule in enumerate(rules):
+        concretes = concretize(rule, aliases)
+        arity = max((len(c.head_vars()) for c in concretes), default=0)
+        head = f"m_{k}"
+        clauses = []
+        for conc in concretes:
+            lits: list[Literal] = []
+            linked: set[int] = set()
+            for link in conc.links:
+                src, dst = conc.slots[link.src], conc.slots[link.dst]
+                pred = prog.edge_pred(src.out_types, dst.entry_types)
+                port = link.port if link.port is not None else f"Q{link.src}_{link.dst}"
+                lits.append((pred, (src.out_var, dst.entry_var, port)))
+                linked.update((link.src, link.dst))
+            for i, slot in enumerate(conc.slots):
+                if slot.form is not None:
+                    form_vars = slot.node_vars()
+                    lits.append((_form_pred(slot.form), form_vars))
+                    if slot.form.name not in prog.composite_clauses:
+                        local = {n.id: f"V_{n.id}" for n in slot.form.nodes}
+                        prog.composite_clauses[slot.form.name] = (
+                            _form_pred(slot.form),
+                            _form_literals(prog, slot.form, local),
+                        )
+                elif i not in linked:
+                    lits.append((prog.node_pred(slot.types), (slot.var,)))
+            head_args = (f"'{conc.combo}'", *conc.head_vars())
+            head_args += (f"'{PAD}'",) * (arity + 1 - len(head_args))
+            clauses.append((f"{head}({', '.join(head_args)})", lits))
+        prog.rules[rule.name] = (head, arity, {c.combo: c for c in concretes})
+        prog.rule_clauses[rule.name] = clauses
+    return prog
+
+
+def _fmt(lit: Literal) -> str:
+    pred, args = lit
+    return f"{pred}({', '.join(str(a) for a in args)})"
+
+
+def composite_head(prog: Program, form_name: str) -> str:
+    pred, _ = prog.composite_clauses[form_name]
+    from ruleengine.ops.composites import composites
+
+    for comp in composites().values():
+        for f in comp.forms:
+            if f.name == form_name:
+                return f"{pred}({', '.join(f'V_{n.id}' for n in f.nodes)})"
+    raise KeyError(form_name)
+
+
+def program_text(
+    prog: Program,
+    counts: Mapping[str, int] | None = None,
+    *,
+    alive: set[str] | None = None,
+    comments: bool = False,
+    defined_out: set[str] | None = None,
+) -> str:
+    """The Datalog program as text. ``alive``: predicates that have facts (clauses using
+    any other fact predicate are left out, since they cannot match)."""
+    fact_preds = set(prog.edge_preds) | set(prog.node_preds) | {"tin", "cin"}
+    lines: list[str] = []
+
+    def usable(lits: list[Literal], defined: set[str]) -> bool:
+        if alive is None:
+            return True
+        for pred, _ in lits:
+            if pred in fact_preds and pred not in alive:
+                return False
+            if pred.startswith("c_") and pred not in defined:
+                return False
+        return True
+
+    if comments:
+        lines.append("# type sets")
+        for types, name in sorted(prog.type_sets.items(), key=lambda kv: kv[1]):
+            if name.startswith("s") and name[1:].isdigit():
+                lines.append(f"#   {name} = {{{', '.join(sorted(types))}}}")
+        if prog.const_keys:
+            lines.append("# constants")
+            for key, v in prog.const_keys.items():
+                lines.append(f"#   {key} = {v!r}")
+        lines.append("# composites")
+    defined: set[str] = set()
+    for name in sorted(prog.composite_clauses):
+        pred, lits = prog.composite_clauses[name]
+        if not usable(lits, defined):
+            continue
+        defined.add(pred)
+        body = " & ".join(_fmt(lit) for lit in order_literals(lits, counts))
+        lines.append(f"{composite_head(prog, name)} <= {body}")
+    for rule_name, clauses in prog.rule_clauses.items():
+        if comments:
+            lines.append(f"# rule {rule_name}")
+        for head, lits in clauses:
+            if not usable(lits, defined):
+                continue
+            body = " & ".join(_fmt(lit) for lit in order_literals(lits, counts))
+            lines.append(f"{head} <= {body}")
+            if defined_out is not None:
+                defined_out.add(head.split("(", 1)[0])
+    return "\n".join(lines) + "\n"
+
+
+def fact_schema(prog: Program) -> str:
+    """The fact predicates a program reads, one per line (for explain-rule --datalog)."""
+    lines = ["# facts"]
+    for name, (src, dst) in sorted(prog.edge_preds.items()):
+        lines.append(
+            f"#   {name}(Producer, Consumer, Port)   {_setdoc(prog, src)} -> {_setdoc(prog, dst)}"
+        )
+    for name, types in sorted(prog.node_preds.items()):
+        lines.append(f"#   {name}(Node)   {_setdoc(prog, types)}")
+    if prog.tin_types:
+        lines.append(
+            f"#   tin(Node, Port, Tensor)   shared inputs of {', '.join(sorted(prog.tin_types))}"
+        )
+    if prog.cin_types:
+        lines.append(
+            f"#   cin(Node, Port, Const)   scalar constant inputs of "
+            f"{', '.join(sorted(prog.cin_types))}"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def _setdoc(prog: Program, types: frozenset[str]) -> str:
+    name = prog.set_name(types)
+    shown = sorted(t for t in types if t != OPAQUE_MARKER)
+    if name in shown and len(shown) == 1:
+        return name
+    if len(shown) > 6:
+        return f"{name} ({len(shown)} types)"
+    return f"{name} = {{{', '.join(shown)}}}"

@@ -1,0 +1,82 @@
+"""Graph -> the Datalog facts a compiled program needs (and nothing more).
+
+pyDatalog costs ~50-75 us per asserted fact, so only typed edges between type sets some
+pattern connects, node facts for unconnected single ops, and the ``tin``/``cin`` inputs of
+composite node types are produced. Facts are plain tuples; ``backend.py`` asserts them.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterator
+
+from ruleengine.graph.model import Graph, Node
+from ruleengine.match.compile import Program
+from ruleengine.ops.classes import OPAQUE_MARKER
+from ruleengine.ops.composites import const_rtol
+
+Fact = tuple[str, tuple]
+
+
+def match_type(node: Node) -> str:
+    """The type a node matches as: its op type, or the opaque marker (only ``@opaque``)."""
+    return OPAQUE_MARKER if node.opaque else node.op_type
+
+
+def build_facts(graph: Graph, prog: Program) -> list[Fact]:
+    """Every fact of ``prog``'s predicates for ``graph``, in a deterministic order."""
+    return list(_iter_facts(graph, prog))
+
+
+def _iter_facts(graph: Graph, prog: Program) -> Iterator[Fact]:
+    ntype = {n.name: match_type(n) for n in graph.nodes}
+    # opaque nodes also match sets naming their real op type only via @opaque
+    by_src: dict[str, list[tuple[str, frozenset[str]]]] = defaultdict(list)
+    for pred, (src, dst) in sorted(prog.edge_preds.items()):
+        for t in src:
+            by_src[t].append((pred, dst))
+    # typed edges, in topological order of the producer
+    if by_src:
+        for node in graph.nodes:
+            preds = by_src.get(ntype[node.name])
+            if not preds:
+                continue
+            for out in node.outputs:
+                if not out:
+                    continue
+                tensor = graph.tensors.get(out)
+                if tensor is None:
+                    continue
+                for consumer, port in tensor.consumers:
+                    if port < 0:
+                        continue
+                    ctype = ntype[consumer]
+                    for pred, dst in preds:
+                        if ctype in dst:
+                            yield (pred, (node.name, consumer, port))
+    for pred, types in sorted(prog.node_preds.items()):
+        for node in graph.nodes:
+            if ntype[node.name] in types:
+                yield (pred, (node.name,))
+    if prog.tin_types:
+        for name in sorted(graph.tensors):
+            tensor = graph.tensors[name]
+            readers = [(c, p) for c, p in tensor.consumers if p >= 0 and ntype[c] in prog.tin_types]
+            if len(readers) >= 2:
+                for c, p in readers:
+                    yield ("tin", (c, p, name))
+    if prog.cin_types and prog.const_keys:
+        rtol = const_rtol()
+        for node in graph.nodes:
+            if ntype[node.name] not in prog.cin_types:
+                continue
+            for port, t in enumerate(node.inputs):
+                tensor = graph.tensors.get(t) if t else None
+                if tensor is None or tensor.const_value is None or len(tensor.const_value) != 1:
+                    continue
+                value = tensor.const_value[0]
+                if isinstance(value, bool) or not isinstance(value, (int, float)):
+                    continue
+                for key, want in prog.const_keys.items():
+                    if abs(value - want) <= rtol * max(abs(value), abs(want)):
+                        yield ("cin", (node.name, port, key))

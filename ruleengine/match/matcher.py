@@ -1,0 +1,356 @@
+"""find_candidates: compile rules, build facts, run Datalog, check bindings in Python.
+
+Datalog finds the structure (op types, which op reads which, composite shapes); Python
+then checks what Datalog expresses badly: output indices, input source kinds, input
+counts, params (by meaning, with ONNX defaults and alias mappings), shapes, and the
+subgraph conditions. A binding failing a check becomes a ``NearMiss`` with a code.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Mapping
+
+from ruleengine.graph.model import Graph, Node
+from ruleengine.match import backend
+from ruleengine.match.compile import PAD, Concrete, Program, compile_rule_set, program_text
+from ruleengine.match.facts import build_facts
+from ruleengine.match.model import Candidate, MatchResult, NearMiss
+from ruleengine.match.params import Binding, ParamFailure, check_params
+from ruleengine.ops.classes import commutative_ops
+from ruleengine.ops.model import OpAlias
+from ruleengine.rules.model import OpPattern, Rule, RuleSet
+
+
+def default_aliases() -> Mapping[str, OpAlias]:
+    try:
+        from ruleengine.ops.aliases import alias_table
+    except ImportError:  # pragma: no cover - the alias table is part of the package
+        return {}
+    return alias_table()
+
+
+class _Reject(Exception):
+    def __init__(self, code: str, reason: str) -> None:
+        super().__init__(reason)
+        self.code = code
+        self.reason = reason
+
+
+def find_candidates(
+    graph: Graph,
+    rule_set: RuleSet,
+    *,
+    aliases: Mapping[str, OpAlias] | None = None,
+    stats: dict[str, float] | None = None,
+) -> MatchResult:
+    """Every binding of every enabled rule to ``graph`` (overlaps included), plus near misses.
+
+    ``stats``, when given, receives per-step seconds (compile, facts, datalog, check) and
+    the fact count, for the benchmark.
+    """
+    t0 = time.perf_counter()
+    aliases = default_aliases() if aliases is None else aliases
+    rules = tuple(r for r in rule_set.rules if r.enabled)
+    prog = compile_rule_set(rules, aliases)
+    t1 = time.perf_counter()
+    facts = build_facts(graph, prog)
+    counts = Counter(pred for pred, _ in facts)
+    heads: set[str] = set()
+    text = program_text(prog, counts, alive=set(counts), defined_out=heads)
+    t2 = time.perf_counter()
+    queries = [(h, a) for (h, a, _) in prog.rules.values() if h in heads]
+    answers = backend.run(facts, text, queries) if queries else {}
+    t3 = time.perf_counter()
+    candidates: dict[tuple, Candidate] = {}
+    near: dict[tuple, NearMiss] = {}
+    for rule in rules:
+        head, _arity, combos = prog.rules[rule.name]
+        for row in answers.get(head, ()):
+            conc = combos[row[0]]
+            names = [v for v in row[1 : 1 + len(conc.head_vars())]]
+            if PAD in names and any(n == PAD for n in names):
+                continue
+            try:
+                cand, slot_bindings = _build(graph, rule, conc, names)
+            except _Reject:
+                continue  # structurally not a match (e.g. a node bound twice)
+            try:
+                _check(graph, rule, conc, cand, slot_bindings, aliases)
+            except _Reject as rej:
+                near.setdefault(cand.key, NearMiss(cand, rej.code, rej.reason))
+                continue
+            candidates.setdefault(cand.key, cand)
+    t4 = time.perf_counter()
+    if stats is not None:
+        stats.update(
+            compile_s=t1 - t0,
+            facts_s=t2 - t1,
+            datalog_s=t3 - t2,
+            check_s=t4 - t3,
+            facts=float(len(facts)),
+        )
+    return MatchResult(
+        candidates=tuple(sorted(candidates.values(), key=lambda c: c.key)),
+        near_misses=tuple(
+            sorted(
+                (n for k, n in near.items() if k not in candidates), key=lambda n: n.candidate.key
+            )
+        ),
+        seconds=t4 - t0,
+        facts=len(facts),
+    )
+
+
+# ---------------------------------------------------------------- building a candidate
+
+
+def _slot_bindings(graph: Graph, conc: Concrete, names: list[str]) -> list[Binding]:
+    out: list[Binding] = []
+    pos = 0
+    for slot in conc.slots:
+        k = len(slot.node_vars())
+        nodes = tuple(graph.node(n) for n in names[pos : pos + k])
+        pos += k
+        out.append(Binding(nodes, slot.form))
+    return out
+
+
+def _ordered(nodes: list[Node]) -> tuple[str, ...]:
+    return tuple(n.name for n in sorted(nodes, key=lambda n: n.index))
+
+
+def _io(graph: Graph, nodes: list[Node]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    inside = {n.name for n in nodes}
+    produced: set[str] = {t for n in nodes for t in n.outputs if t}
+    inputs: list[str] = []
+    outputs: list[str] = []
+    for n in sorted(nodes, key=lambda n: n.index):
+        for t in n.inputs:
+            if t and t not in produced and t not in inputs:
+                inputs.append(t)
+        for t in n.outputs:
+            if not t:
+                continue
+            tensor = graph.tensors.get(t)
+            if tensor is None:
+                continue
+            if tensor.is_graph_output or any(c not in inside for c, _ in tensor.consumers):
+                outputs.append(t)
+    return tuple(inputs), tuple(outputs)
+
+
+def _build(
+    graph: Graph, rule: Rule, conc: Concrete, names: list[str]
+) -> tuple[Candidate, list[Binding]]:
+    if len(set(names)) != len(names):
+        raise _Reject("structure", "a node is bound twice")
+    bindings = _slot_bindings(graph, conc, names)
+    per_op: dict[int, list[Node]] = {}
+    for slot, b in zip(conc.slots, bindings, strict=True):
+        group = list(b.nodes)
+        if slot.form is not None:
+            group.sort(key=lambda n: n.index)
+        per_op.setdefault(slot.op, []).extend(group)
+    n_ops = len(rule.alternatives[conc.alternative].ops)
+    groups = tuple(tuple(n.name for n in per_op.get(i, [])) for i in range(n_ops))
+    all_nodes = [n for b in bindings for n in b.nodes]
+    inputs, outputs = _io(graph, all_nodes)
+    return Candidate(rule.name, conc.alternative, groups, inputs, outputs), bindings
+
+
+# ---------------------------------------------------------------- python-side checks
+
+
+def _reads(node: Node, tensor: str) -> list[int]:
+    return [p for p, t in enumerate(node.inputs) if t == tensor]
+
+
+def _check(
+    graph: Graph,
+    rule: Rule,
+    conc: Concrete,
+    cand: Candidate,
+    bindings: list[Binding],
+    aliases: Mapping[str, OpAlias],
+) -> None:
+    from ruleengine.match.compile import resolve_type
+
+    alt = rule.alternatives[conc.alternative]
+    names = [n for g in cand.bindings for n in g]
+    inside = set(names)
+    first: dict[int, int] = {}
+    last: dict[int, int] = {}
+    for i, slot in enumerate(conc.slots):
+        first.setdefault(slot.op, i)
+        last[slot.op] = i
+    comm = commutative_ops()
+
+    for op_idx, op in enumerate(alt.ops):
+        where = f"op {op_idx} ({op.type})"
+        b = bindings[first[op_idx]]
+        spec = resolve_type(op.type, aliases)
+        _check_sources(graph, op, op_idx, b, bindings, last, inside, comm, where)
+        _check_input_count(graph, op, b, where)
+        for i, slot in enumerate(conc.slots):
+            if slot.op != op_idx:
+                continue
+            try:
+                check_params(graph, op.type, op.params, spec.alias, bindings[i], where)
+            except ParamFailure as exc:
+                raise _Reject(exc.code, exc.reason) from None
+            if spec.alias is not None and spec.alias.const_operand and bindings[i].form is None:
+                node = bindings[i].node
+                if not any(
+                    t and graph.tensors[t].is_constant for t in node.inputs if t in graph.tensors
+                ):
+                    raise _Reject(
+                        "param-mismatch",
+                        f"{where}: {op.type} needs a constant operand; node {node.name!r} "
+                        "reads none",
+                    )
+
+    spec = rule.subgraph
+    if not spec.allow_intermediate_outputs:
+        for n in names:
+            for t in graph.node(n).outputs:
+                tensor = graph.tensors.get(t) if t else None
+                if tensor is None:
+                    continue
+                inner = [c for c, _ in tensor.consumers if c in inside]
+                if not inner:
+                    continue
+                outer = sorted({c for c, _ in tensor.consumers if c not in inside})
+                if outer or tensor.is_graph_output:
+                    whom = (
+                        f"also read by {', '.join(repr(c) for c in outer[:3])}"
+                        if outer
+                        else "a graph output"
+                    )
+                    raise _Reject(
+                        "intermediate-escapes",
+                        f"intermediate tensor {t!r} (from node {n!r}) is {whom}, so fusing "
+                        "would not remove its HBM write (allow_intermediate_outputs is false)",
+                    )
+    data_inputs = [t for t in cand.inputs if not graph.tensors[t].is_constant]
+    if spec.input_count_range is not None:
+        lo, hi = spec.input_count_range
+        if not lo <= len(data_inputs) <= hi:
+            raise _Reject(
+                "input-count",
+                f"the subgraph reads {len(data_inputs)} non-constant input(s), outside "
+                f"input_count_range [{lo}, {hi}]",
+            )
+    if spec.output_count is not None and len(cand.outputs) != spec.output_count:
+        raise _Reject(
+            "output-count",
+            f"the subgraph has {len(cand.outputs)} output(s) used outside it, "
+            f"output_count is {spec.output_count}",
+        )
+
+
+def _check_sources(
+    graph: Graph,
+    op: OpPattern,
+    op_idx: int,
+    b: Binding,
+    bindings: list[Binding],
+    last: dict[int, int],
+    inside: set[str],
+    comm: frozenset[str],
+    where: str,
+) -> None:
+    if op.input_sources is None:
+        return
+    node = b.node
+    swapped = False
+    if b.form is None:
+        for src in op.input_sources:
+            if src.from_op is None or src.from_op not in last:
+                continue
+            sb = bindings[last[src.from_op]]
+            out_node = _out_node(sb)
+            if src.output_idx >= len(out_node.outputs):
+                raise _Reject(
+                    "input-source", f"{where}: op {src.from_op} has no output {src.output_idx}"
+                )
+            tensor = out_node.outputs[src.output_idx]
+            ports = _reads(node, tensor)
+            if not ports:
+                raise _Reject(
+                    "input-source",
+                    f"{where}: node {node.name!r} does not read output {src.output_idx} of "
+                    f"op {src.from_op}",
+                )
+            if src.port not in ports:
+                if node.op_type in comm and len(node.inputs) == 2:
+                    swapped = True
+                else:
+                    raise _Reject(
+                        "input-source",
+                        f"{where}: node {node.name!r} reads op {src.from_op} on input "
+                        f"{ports[0]}, not input{src.port}",
+                    )
+    externals = b.external_inputs(graph) if b.form is not None else []
+    for src in op.input_sources:
+        if src.source_type is None:
+            continue
+        if b.form is not None:
+            if src.port == 0:
+                t = b.main_input(graph)
+            else:
+                rest = [x for x in externals if x != b.main_input(graph)]
+                t = rest[src.port - 1] if src.port - 1 < len(rest) else None
+        else:
+            port = (1 - src.port) if swapped and src.port in (0, 1) else src.port
+            t = node.inputs[port] if port < len(node.inputs) and node.inputs[port] else None
+        if t is None:
+            raise _Reject("input-source", f"{where}: input{src.port} is missing")
+        tensor = graph.tensors[t]
+        kind = src.source_type
+        ok = {
+            "any": True,
+            "const": tensor.is_constant,
+            "graph_input": tensor.is_graph_input,
+            "const_or_param": tensor.producer is None or tensor.producer not in inside,
+        }.get(kind, True)
+        if not ok:
+            what = (
+                f"produced by node {tensor.producer!r}"
+                if tensor.producer
+                else ("a graph input" if tensor.is_graph_input else "a constant")
+            )
+            raise _Reject(
+                "input-source",
+                f"{where}: input{src.port} must be {kind}, but tensor {t!r} is {what}",
+            )
+
+
+def _out_node(b: Binding) -> Node:
+    if b.form is None:
+        return b.nodes[-1]
+    ids = [n.id for n in b.form.nodes]
+    return b.nodes[ids.index(b.form.output.id)] if len(b.nodes) == len(ids) else b.nodes[-1]
+
+
+def _check_input_count(graph: Graph, op: OpPattern, b: Binding, where: str) -> None:
+    if op.min_inputs is None and op.max_inputs is None:
+        return
+    if b.form is None:
+        counts = [sum(1 for t in n.inputs if t) for n in b.nodes]
+    else:
+        counts = [len(b.data_inputs(graph))]
+    for n_in in counts:
+        if op.min_inputs is not None and n_in < op.min_inputs:
+            raise _Reject("input-count", f"{where}: {n_in} input(s), min_inputs is {op.min_inputs}")
+        if op.max_inputs is not None and n_in > op.max_inputs:
+            raise _Reject("input-count", f"{where}: {n_in} input(s), max_inputs is {op.max_inputs}")
+
+
+def compiled_program(rule_set: RuleSet, aliases: Mapping[str, OpAlias] | None = None) -> Program:
+    """The compiled (graph-independent) program, for explain-rule --datalog."""
+    return compile_rule_set(
+        tuple(r for r in rule_set.rules if r.enabled),
+        default_aliases() if aliases is None else aliases,
+    )
