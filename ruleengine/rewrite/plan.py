@@ -204,14 +204,20 @@ def build_plan(
                 f"group {g.id} failed numerical verification; dropped by safe mode",
             )
         )
-    for nm in match.near_misses:
+    seen = {(r.rule, r.nodes) for r in rejected}
+    for nm in match.near_misses:  # unless the cost stage already carried it with a verdict
         c = nm.candidate
-        rejected.append(Rejection(c.rule, c.nodes, "near_miss", nm.code, nm.reason))
+        if (c.rule, c.nodes) not in seen:
+            seen.add((c.rule, c.nodes))
+            rejected.append(Rejection(c.rule, c.nodes, "near_miss", nm.code, nm.reason))
     rejected.sort(key=lambda r: (r.rule, r.nodes, r.code))
 
+    # ATC's "match times": every structural match, including near misses.
     matched: dict[str, int] = {}
-    for c in match.candidates:
-        matched[c.rule] = matched.get(c.rule, 0) + 1
+    structural = {(c.rule, c.nodes) for c in match.candidates}
+    structural |= {(nm.candidate.rule, nm.candidate.nodes) for nm in match.near_misses}
+    for rule_name, _ in structural:
+        matched[rule_name] = matched.get(rule_name, 0) + 1
     fused: dict[str, int] = {}
     for g in groups:
         fused[g.rule] = fused.get(g.rule, 0) + 1
