@@ -122,6 +122,6 @@ def render_files(
     for path, groups in sorted(rule_dots.items()):
         files[path] = render_dot(graph, groups, only_groups=True).encode()
     names = [*files, "report.txt", "report.json"]
-    files["report.json"] = json_bytes(report_json(plan, names))
     files["report.txt"] = report_text(plan, names).encode()
+    files["report.json"] = json_bytes(report_json(plan, names))
     return files

@@ -155,12 +155,17 @@ def report_text(
         rows = [[r.rule, _nodes_short(r.nodes), r.verdict, r.reason] for r in plan.rejected]
         lines += _table(["rule", "nodes", "verdict", "reason"], rows, set())
         lines.append("")
+    active = [s for s in plan.rules if s.matched]
+    silent = len(plan.rules) - len(active)
     lines.append("Per-rule statistics (matched / fused)")
-    lines += _table(
-        ["rule", "matched", "fused"],
-        [[s.rule, str(s.matched), str(s.fused)] for s in plan.rules],
-        {1, 2},
-    )
+    if active:
+        lines += _table(
+            ["rule", "matched", "fused"],
+            [[s.rule, str(s.matched), str(s.fused)] for s in active],
+            {1, 2},
+        )
+    if silent:
+        lines.append(f"  ({silent} of {len(plan.rules)} rules matched nothing; see plan.json)")
     lines.append("")
     per_rule = ", ".join(f"{k} {v}" for k, v in groups_per_rule(plan).items()) or "none"
     bw = plan.hbm_bandwidth / 1e12
