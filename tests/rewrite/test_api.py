@@ -1,0 +1,52 @@
+"""The Python API mirrors the CLI: AutoFusion / Fuser and the plain functions."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import onnx
+import pytest
+
+import ruleengine
+from ruleengine import AutoFusion, Fuser
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLE = ROOT / "examples" / "mlp_block.onnx"
+RULES = ROOT / "tests" / "golden" / "fuse" / "rules"
+
+
+@pytest.fixture(scope="module")
+def af() -> AutoFusion:
+    return AutoFusion([RULES], target="ascend910b", solver="exact")
+
+
+def test_candidates_explain_plan(af):
+    cands = af.candidates(EXAMPLE)
+    assert {c.rule for c in cands} >= {"golden_matmul_bias", "golden_conv_bn_relu"}
+    verdicts = {s.candidate.rule: s.verdict.value for s in af.explain(EXAMPLE)}
+    assert verdicts["golden_layernorm_matmul"] == "low_benefit"
+    plan = af.plan(EXAMPLE)
+    assert len(plan.groups) == 5 and plan.verification is None
+
+
+def test_fuse_in_memory_and_to_disk(af, tmp_path):
+    result = af.fuse(onnx.load(str(EXAMPLE)))  # an in-memory ModelProto works too
+    assert result.plan.nodes_after == len(result.fused_model.graph.node)
+    assert not list(tmp_path.iterdir())
+    result = ruleengine.fuse(EXAMPLE, [RULES], output_dir=tmp_path / "out", verify=True)
+    assert (tmp_path / "out" / "mlp_block.fused.onnx").is_file()
+    assert result.plan.verification.ok
+    check = af.verify(EXAMPLE, result.fused_model)
+    assert check.ok and {o.name for o in check.outputs} == {"y", "features"}
+
+
+def test_options_benefit_threshold_and_safe_mode():
+    strict = Fuser([RULES], benefit_threshold=0.99)
+    assert strict.plan(EXAMPLE).groups == ()
+    safe = AutoFusion([RULES], safe_mode=True)
+    assert safe.plan(EXAMPLE).verification.ok
+
+
+def test_greedy_solver_and_enable(tmp_path):
+    plan = ruleengine.fuse(EXAMPLE, [RULES], solver="greedy", enable=["golden_conv_bn_relu"]).plan
+    assert plan.solver == "greedy" and [g.rule for g in plan.groups] == ["golden_conv_bn_relu"]
