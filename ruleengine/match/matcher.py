@@ -147,6 +147,12 @@ def _build(
     if len(set(names)) != len(names):
         raise _Reject("structure", "a node is bound twice")
     bindings = _slot_bindings(graph, conc, names)
+    for b in bindings:
+        if b.form is not None and b.form.main_input_not_from:
+            x = b.main_input(graph)
+            producer = graph.tensors[x].producer if x else None
+            if producer and graph.node(producer).op_type in b.form.main_input_not_from:
+                raise _Reject("structure", "composite input from an excluded op")
     per_op: dict[int, list[Node]] = {}
     for slot, b in zip(conc.slots, bindings, strict=True):
         group = list(b.nodes)

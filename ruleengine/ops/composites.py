@@ -39,6 +39,8 @@ class CompositeForm:
     nodes: tuple[FormNode, ...]
     affine: bool | None = None
     variant: str | None = None
+    # op types that may not produce the main input $x (e.g. Sub: a LayerNorm's inside)
+    main_input_not_from: tuple[str, ...] = ()
 
     @property
     def output(self) -> FormNode:
@@ -98,7 +100,14 @@ def _table() -> tuple[Mapping[str, Composite], Mapping[str, tuple[str, ...]], fl
                     if r.kind == "node" and r.name not in ids[: ids.index(n.id)]:
                         raise ValueError(f"composite form {f['name']}: unknown node {r.name!r}")
             forms.append(
-                CompositeForm(f["name"], cname, nodes, f.get("affine"), spec.get("variant"))
+                CompositeForm(
+                    f["name"],
+                    cname,
+                    nodes,
+                    f.get("affine"),
+                    spec.get("variant"),
+                    tuple(spec.get("main_input_not_from", ())),
+                )
             )
         params = {k: v.lstrip("$") for k, v in (spec.get("params") or {}).items()}
         out[cname] = Composite(
