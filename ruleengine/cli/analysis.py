@@ -1,1 +1,321 @@
-"""Analysis commands: explain, compare."""
+"""Analysis commands: explain (the benefit analysis per candidate) and compare (solvers).
+
+Both run ``pipeline.analyze``; the functions below only turn its records into text or
+JSON, so tests and notebooks can call them without the CLI.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+
+import typer
+
+from ruleengine.cli.app import app
+from ruleengine.cli.common import guarded
+from ruleengine.cli.fuse import Format, Preset, Solver, parse_dims
+from ruleengine.cost.model import ScoredCandidate, Target, Verdict
+from ruleengine.cost.scoring import human_bytes, kb
+from ruleengine.errors import UsageError
+from ruleengine.resolve.model import Resolution
+
+VERDICT_TEXT = {
+    Verdict.FUSE: "Fuse",
+    Verdict.NO_BENEFIT: "No benefit",
+    Verdict.LOW_BENEFIT: "Low benefit",
+    Verdict.UB_OVERFLOW: "UB overflow",
+    Verdict.CONSTRAINT_FAILED: "Constraint failed",
+    Verdict.INTERMEDIATE_ESCAPES: "Intermediate escapes",
+    Verdict.DYNAMIC_SHAPE: "Dynamic shape",
+    Verdict.NOT_CONVEX: "Not convex",
+    Verdict.TOO_MANY_INPUTS: "Too many inputs",
+    Verdict.DUPLICATE: "Duplicate",
+    Verdict.LOST_CONFLICT: "Lost conflict",
+    Verdict.DROPPED_BY_VERIFICATION: "Dropped by verification",
+}
+
+
+def final_verdicts(
+    scored: tuple[ScoredCandidate, ...], resolution: Resolution
+) -> list[tuple[ScoredCandidate, int | None]]:
+    """Every scored candidate as the resolver left it, with its group number (1-based)."""
+    group = {sc.candidate: i for i, sc in enumerate(resolution.chosen, 1)}
+    lost = {sc.candidate: sc for sc, _ in resolution.lost}
+    out = []
+    for sc in scored:
+        if sc.viable and sc.candidate in lost:
+            out.append((lost[sc.candidate], None))
+        else:
+            out.append((sc, group.get(sc.candidate) if sc.viable else None))
+    return out
+
+
+def _cost_json(sc: ScoredCandidate) -> dict | None:
+    c = sc.cost
+    if c is None:
+        return None
+    return {
+        "hbm_accesses_before": c.accesses_before,
+        "hbm_accesses_after": c.accesses_after,
+        "bytes_before": c.bytes_before,
+        "bytes_after": c.bytes_after,
+        "bytes_saved": c.bytes_saved,
+        "overhead_bytes": c.overhead_bytes,
+        "net_bytes": c.net_bytes,
+        "relative_gain": round(c.relative_gain, 6),
+        "flops": c.flops,
+        "ub_bytes": c.ub_bytes,
+        "ub_limit": c.ub_limit,
+        "ub_fits": c.ub_bytes <= c.ub_limit,
+        "tile": list(c.tile),
+        "launches_saved": c.launches_saved,
+        "time_saved_s": c.time_saved_s,
+    }
+
+
+def _target_json(t: Target) -> dict:
+    return {
+        "name": t.name,
+        "ub_bytes": t.ub_bytes,
+        "ub_usable_bytes": t.ub_usable_bytes,
+        "hbm_bandwidth": t.hbm_bandwidth,
+        "max_fused_inputs": t.max_fused_inputs,
+    }
+
+
+def _resolution_json(r: Resolution) -> dict:
+    return {
+        "name": r.solver,
+        "status": r.status,
+        "objective": r.objective,
+        "bound": r.bound,
+        "gap": round(r.gap, 6),
+        "seconds": round(r.seconds, 6),
+        "components": r.components,
+    }
+
+
+def explain_json(analysis, model: str) -> dict:
+    """The JSON document of ``autofusion explain`` (schema_version 1)."""
+    rows = final_verdicts(analysis.scored, analysis.resolution)
+    return {
+        "schema_version": 1,
+        "model": model,
+        "target": _target_json(analysis.target),
+        "solver": _resolution_json(analysis.resolution),
+        "candidates": [
+            {
+                "rule": sc.candidate.rule,
+                "alternative": sc.candidate.alternative,
+                "priority": sc.priority,
+                "nodes": list(sc.candidate.nodes),
+                "inputs": list(sc.details.get("inputs", sc.candidate.inputs)),
+                "outputs": list(sc.details.get("outputs", sc.candidate.outputs)),
+                "verdict": sc.verdict.value,
+                "code": sc.code,
+                "reason": sc.reason,
+                "group": group,
+                "cost": _cost_json(sc),
+            }
+            for sc, group in rows
+        ],
+        "summary": _summary(rows, analysis.resolution),
+    }
+
+
+def _summary(rows: list[tuple[ScoredCandidate, int | None]], r: Resolution) -> dict:
+    return {
+        "candidates": len(rows),
+        "groups": len(r.chosen),
+        "bytes_saved": r.objective,
+        "verdicts": dict(sorted(Counter(sc.verdict.value for sc, _ in rows).items())),
+    }
+
+
+def _span(nodes: tuple[str, ...]) -> str:
+    if len(nodes) == 1:
+        return nodes[0]
+    return f"{nodes[0]} .. {nodes[-1]}, {len(nodes)} nodes"
+
+
+def explain_line(sc: ScoredCandidate, group: int | None, target: Target) -> list[str]:
+    """Two or three lines for one candidate, in the style of the CANN benefit analysis."""
+    head = f"{sc.candidate.rule}  [{_span(sc.candidate.nodes)}]"
+    verdict = VERDICT_TEXT[sc.verdict]
+    tail = f"group {group}" if group is not None else sc.reason
+    c = sc.cost
+    if c is None:
+        return [head, f"    verdict {verdict}: {tail}"]
+    fits = "fits" if c.ub_bytes <= c.ub_limit else "exceeds"
+    return [
+        head,
+        f"    HBM access {c.accesses_before} -> {c.accesses_after}, "
+        f"bytes {human_bytes(c.bytes_before)} -> {human_bytes(c.bytes_after)}, "
+        f"saved {human_bytes(c.bytes_saved)}, overhead {human_bytes(c.overhead_bytes)}, "
+        f"net {human_bytes(c.net_bytes)}",
+        f"    UB {kb(c.ub_bytes)} ({fits} {kb(target.ub_bytes)}), verdict {verdict}: {tail}",
+    ]
+
+
+def explain_text(analysis, model: str) -> str:
+    t, r = analysis.target, analysis.resolution
+    rows = final_verdicts(analysis.scored, r)
+    lines = [
+        f"Benefit analysis of {model} on {t.name} "
+        f"(UB {kb(t.ub_bytes)}, {kb(t.ub_usable_bytes)} usable; "
+        f"HBM {t.hbm_bandwidth / 1e12:.2f} TB/s)",
+        f"solver {r.solver}: {r.status}, {len(r.chosen)} groups, "
+        f"net {human_bytes(r.objective)} saved, {r.seconds:.3f} s",
+        "",
+    ]
+    for sc, group in rows:
+        lines += explain_line(sc, group, t)
+    summary = _summary(rows, r)
+    counts = ", ".join(f"{VERDICT_TEXT[Verdict(v)]} {n}" for v, n in summary["verdicts"].items())
+    lines += ["", f"{summary['candidates']} candidates: {counts or 'none'}"]
+    return "\n".join(lines) + "\n"
+
+
+def compare_json(exact: Resolution, greedy: Resolution) -> dict:
+    """``{"schema_version": 1, "exact": {...}, "greedy": {...}}``, nothing else."""
+
+    def side(r: Resolution) -> dict:
+        return {
+            "groups": len(r.chosen),
+            "bytes_saved": r.objective,
+            "status": r.status,
+            "seconds": round(r.seconds, 6),
+        }
+
+    return {"schema_version": 1, "exact": side(exact), "greedy": side(greedy)}
+
+
+def gap_line(exact: Resolution, greedy: Resolution) -> str:
+    diff = exact.objective - greedy.objective
+    rel = diff / greedy.objective if greedy.objective else 0.0
+    status = exact.status
+    if exact.status != "OPTIMAL" and exact.bound is not None:
+        status += f", bound {human_bytes(exact.bound)}, gap {exact.gap:.2%}"
+    return f"gap: exact saves {human_bytes(diff)} more than greedy ({rel:+.2%}; exact {status})"
+
+
+def compare_text(exact: Resolution, greedy: Resolution, model: str, target: str) -> str:
+    rows = [
+        ("", "exact", "greedy"),
+        ("groups", str(len(exact.chosen)), str(len(greedy.chosen))),
+        ("bytes saved", human_bytes(exact.objective), human_bytes(greedy.objective)),
+        ("status", exact.status, greedy.status),
+        ("seconds", f"{exact.seconds:.3f}", f"{greedy.seconds:.3f}"),
+    ]
+    w0 = max(len(r[0]) for r in rows)
+    w1 = max(len(r[1]) for r in rows)
+    w2 = max(len(r[2]) for r in rows)
+    lines = [f"Solvers on {model} ({target})"]
+    lines += [f"  {a.ljust(w0)}  {b.rjust(w1)}  {c.rjust(w2)}" for a, b, c in rows]
+    only_exact = {sc.candidate for sc in exact.chosen} - {sc.candidate for sc in greedy.chosen}
+    only_greedy = {sc.candidate for sc in greedy.chosen} - {sc.candidate for sc in exact.chosen}
+    if only_exact or only_greedy:
+        lines.append(
+            f"  groups only exact picks: {len(only_exact)}, only greedy: {len(only_greedy)}"
+        )
+    lines.append(gap_line(exact, greedy))
+    return "\n".join(lines) + "\n"
+
+
+def _run_analysis(model, rules, preset, target, solver, dim, benefit_threshold, time_limit):
+    from ruleengine.pipeline import analyze
+
+    if not model.is_file():
+        raise UsageError(f"model file not found: {model}")
+    return analyze(
+        model,
+        rules,
+        preset=preset.value if preset else None,
+        target=target,
+        solver=solver,
+        dims=parse_dims(dim),
+        benefit_threshold=benefit_threshold,
+        time_limit_s=time_limit,
+    )
+
+
+_RULES = typer.Option([], "--rules", "-r", help="Rule file or directory (several allowed).")
+_PRESET = typer.Option(
+    None, "--preset", help="Bundled rule preset (default: all, when no --rules)."
+)
+_TARGET = typer.Option("ascend910b", "--target", "-t", help="Target name or YAML file.")
+_DIM = typer.Option([], "--dim", help="Bind a symbolic dimension: name=value.")
+_THRESHOLD = typer.Option(None, "--benefit-threshold", help="Minimum relative HBM gain.")
+_TIME = typer.Option(30.0, "--time-limit", help="Exact solver time limit (s).")
+_FORMAT = typer.Option(Format.text, "--format", "-f", help="Output format.")
+
+
+@app.command("explain")
+def explain_command(
+    model: Path = typer.Argument(..., help="ONNX model to analyse."),
+    rules: list[Path] = _RULES,
+    preset: Preset | None = _PRESET,
+    target: str = _TARGET,
+    solver: Solver = typer.Option(Solver.exact, "--solver", help="Conflict resolution."),
+    dim: list[str] = _DIM,
+    benefit_threshold: float | None = _THRESHOLD,
+    time_limit: float = _TIME,
+    rule: list[str] = typer.Option([], "--rule", help="Show only these rules (several)."),
+    fmt: Format = _FORMAT,
+) -> None:
+    """Why each candidate was fused or skipped: HBM bytes, overhead, UB need, verdict."""
+
+    def run() -> None:
+        analysis = _run_analysis(
+            model, rules, preset, target, solver.value, dim, benefit_threshold, time_limit
+        )
+        if rule:
+            names = {r.name for r in analysis.rule_set.rules}
+            unknown = sorted(set(rule) - names)
+            if unknown:
+                raise UsageError(
+                    f"--rule names unknown rule(s): {', '.join(unknown)}; "
+                    f"known: {', '.join(sorted(names))}"
+                )
+            from dataclasses import replace
+
+            keep = tuple(s for s in analysis.scored if s.candidate.rule in set(rule))
+            analysis = replace(analysis, scored=keep)
+        if fmt is Format.json:
+            typer.echo(json.dumps(explain_json(analysis, str(model)), indent=2))
+        else:
+            typer.echo(explain_text(analysis, str(model)), nl=False)
+
+    guarded(run)
+
+
+@app.command("compare")
+def compare_command(
+    model: Path = typer.Argument(..., help="ONNX model to analyse."),
+    rules: list[Path] = _RULES,
+    preset: Preset | None = _PRESET,
+    target: str = _TARGET,
+    dim: list[str] = _DIM,
+    benefit_threshold: float | None = _THRESHOLD,
+    time_limit: float = _TIME,
+    fmt: Format = _FORMAT,
+) -> None:
+    """Exact (CP-SAT) and greedy selection side by side: groups, bytes saved, time, gap."""
+
+    def run() -> None:
+        from ruleengine.resolve import resolve
+
+        analysis = _run_analysis(
+            model, rules, preset, target, "exact", dim, benefit_threshold, time_limit
+        )
+        greedy = resolve(analysis.graph, analysis.scored, solver="greedy")
+        if fmt is Format.json:
+            typer.echo(json.dumps(compare_json(analysis.resolution, greedy), indent=2))
+        else:
+            typer.echo(
+                compare_text(analysis.resolution, greedy, str(model), analysis.target.name),
+                nl=False,
+            )
+
+    guarded(run)

@@ -98,6 +98,22 @@ def _ub_reason(ub: UBNeed) -> str:
     )
 
 
+def _dynamic_reason(graph: Graph, unknown: tuple[str, ...]) -> str:
+    """Which sizes are unknown, and whether ``--dim`` can help."""
+    names = ", ".join(unknown[:3]) + (" ..." if len(unknown) > 3 else "")
+    symbols: dict[str, None] = {}
+    for t in unknown:
+        tensor = graph.tensors.get(t)
+        for d in (tensor.shape or ()) if tensor is not None else ():
+            if isinstance(d, str) and not d.startswith("unk__"):
+                symbols[d] = None
+    if symbols:
+        how = f"bind {', '.join(symbols)} with --dim NAME=VALUE"
+    else:
+        how = "shape inference could not determine it"
+    return f"size of {names} is not known statically ({how})"
+
+
 def score_one(
     graph: Graph,
     candidate: Candidate,
@@ -121,17 +137,8 @@ def score_one(
         )
 
     if tr.unknown:
-        names = ", ".join(tr.unknown[:3]) + (" ..." if len(tr.unknown) > 3 else "")
-        hint = (
-            f"; bind {', '.join(graph.unbound_dims)} with --dim NAME=VALUE"
-            if graph.unbound_dims
-            else ""
-        )
         return verdict(
-            Verdict.DYNAMIC_SHAPE,
-            "dynamic-shape",
-            f"size of {names} is not known statically{hint}",
-            None,
+            Verdict.DYNAMIC_SHAPE, "dynamic-shape", _dynamic_reason(graph, tr.unknown), None
         )
     ub = ub_need(graph, io, target)
     cost = compute_cost(graph, io, tr, ub, target)

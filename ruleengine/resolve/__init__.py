@@ -83,6 +83,8 @@ def resolve(
     """Choose the fused groups among the viable (``verdict == FUSE``) candidates."""
     if solver not in SOLVERS:
         raise UsageError(f"unknown solver {solver!r}; choose one of {', '.join(SOLVERS)}")
+    if solver == "exact":
+        import ruleengine.resolve.exact  # noqa: F401  (load OR-Tools before the clock starts)
     start = time.perf_counter()
     viable = [sc for sc in scored if sc.viable and sc.cost is not None]
     greedy = select_greedy(graph, viable)
