@@ -184,7 +184,7 @@ def fuse(
     import onnx
 
     from ruleengine.rewrite import verify as verification
-    from ruleengine.rewrite.emit import render_files
+    from ruleengine.rewrite.emit import render_files, serialize_model
     from ruleengine.rewrite.onnx_rewrite import rewrite_model
     from ruleengine.rewrite.plan import build_groups, build_plan, check_output_paths
 
@@ -209,10 +209,15 @@ def fuse(
     timings = list(analysis.timings)
     clock = time.perf_counter()
     graph = analysis.graph
-    try:
-        proto = onnx.load(str(path))
+    try:  # the rewriter needs the weights (analysis never did)
+        from onnx.external_data_helper import load_external_data_for_model
+
+        proto = onnx.load(str(path), load_external_data=False)
+        external = _uses_external_data(proto)
+        if external:
+            load_external_data_for_model(proto, str(path.parent))
     except Exception as exc:  # noqa: BLE001 - the graph loader already accepted this file
-        raise GraphLoadError(f"cannot read {path} for rewriting: {exc}") from None
+        raise GraphLoadError(f"cannot read {path} with its weights: {exc}") from None
     groups = build_groups(graph, analysis.resolution.chosen, analysis.rule_set)
     _note(progress, f"rewriting {len(groups)} groups")
 
@@ -280,13 +285,17 @@ def fuse(
         verification=result_verification,
         timings=timings,
     )
-    fused_bytes = fused.SerializeToString()
-    files = render_files(
-        model_stem=_stem(path), plan=plan, fused_model_bytes=fused_bytes, graph=graph
-    )
+    model_files = serialize_model(fused, f"{_stem(path)}.fused.onnx", external=external)
+    files = render_files(plan=plan, fused_model_files=model_files, graph=graph)
     timings.append(("emit", time.perf_counter() - clock))
     plan = replace(plan, timings=tuple(timings))
     return FuseResult(analysis, plan, tuple(groups), fused, files, path)
+
+
+def _uses_external_data(model: onnx.ModelProto) -> bool:
+    from onnx.external_data_helper import uses_external_data
+
+    return any(uses_external_data(t) for t in model.graph.initializer)
 
 
 def _stem(path: Path) -> str:

@@ -15,9 +15,51 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import onnx
+
 from ruleengine.errors import OutputError
 from ruleengine.rewrite.model import PLAN_SCHEMA_VERSION
 from ruleengine.rewrite.plan import safe_relpath
+
+
+def _default_mode() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return 0o666 & ~mask
+
+
+_FILE_MODE = _default_mode()
+# Protobuf cannot serialise 2 GiB; leave headroom for the graph around the weights.
+INLINE_LIMIT_BYTES = 1_800_000_000
+
+
+def serialize_model(
+    model: onnx.ModelProto, name: str, *, external: bool = False
+) -> dict[str, bytes]:
+    """The fused model's file(s): inline, or ``name`` + ``name.data`` with external weights.
+
+    Weights go to an external data file when the input model kept them outside
+    (``external``) or when the model is too large for one protobuf message.
+    """
+    if not external and model.ByteSize() < INLINE_LIMIT_BYTES:
+        return {name: model.SerializeToString()}
+    copy = onnx.ModelProto()
+    copy.CopyFrom(model)
+    data_name = f"{name}.data"
+    with tempfile.TemporaryDirectory(prefix="autofusion-") as tmp:
+        onnx.save_model(
+            copy,
+            str(Path(tmp) / name),
+            save_as_external_data=True,
+            all_tensors_to_one_file=True,
+            location=data_name,
+            size_threshold=1024,
+        )
+        files = {name: (Path(tmp) / name).read_bytes()}
+        data = Path(tmp) / data_name
+        if data.exists():
+            files[data_name] = data.read_bytes()
+    return files
 
 
 def json_bytes(data: Any) -> bytes:
@@ -46,6 +88,7 @@ def write_atomically(
             _makedirs(dest.parent, created_dirs)
             fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".tmp", dir=dest.parent)
             temps.append((Path(tmp), dest))
+            os.chmod(tmp, _FILE_MODE)  # mkstemp makes 0600; outputs are ordinary files
             with os.fdopen(fd, "wb") as fh:
                 fh.write(data)
                 fh.flush()
@@ -81,17 +124,19 @@ def _makedirs(path: Path, created: list[Path]) -> None:
 
 def render_files(
     *,
-    model_stem: str,
     plan: Any,
-    fused_model_bytes: bytes,
+    fused_model_files: Mapping[str, bytes],
     graph: Any,
 ) -> dict[str, bytes]:
-    """Every output file's bytes, keyed by path relative to OUTDIR (deterministic order)."""
+    """Every output file's bytes, keyed by path relative to OUTDIR (deterministic order).
+
+    ``fused_model_files`` comes from ``serialize_model`` (the model, maybe its weights).
+    """
     from ruleengine.rewrite.dot import render_dot, render_svg
     from ruleengine.rewrite.plan import group_json, plan_json
     from ruleengine.rewrite.report import report_json, report_text
 
-    files: dict[str, bytes] = {f"{model_stem}.fused.onnx": fused_model_bytes}
+    files: dict[str, bytes] = dict(fused_model_files)
     files["plan.json"] = json_bytes(plan_json(plan))
     dot_text = render_dot(graph, plan.groups)
     files["graph.dot"] = dot_text.encode()

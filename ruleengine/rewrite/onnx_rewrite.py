@@ -145,8 +145,9 @@ def rewrite_model(
     g = out.graph
     positions = node_index(model, graph)
     opsets = {o.domain: o.version for o in model.opset_import}
-    if domain in opsets:
-        raise RewriteError(f"the model already uses the custom domain {domain!r}")
+    # A model fused before already has the domain and some functions: keep them, and
+    # give new functions overloads that do not collide with the existing ones.
+    existing = {(f.domain, f.name, f.overload) for f in model.functions}
     types = _float_outputs(model)
     taken: dict[int, int] = {}  # proto position -> group id
     fused_nodes: list[tuple[int, onnx.NodeProto]] = []
@@ -188,8 +189,12 @@ def rewrite_model(
         key = (group.target_op, key_fn.SerializeToString(deterministic=True))
         if key not in functions:
             count = variants.get(group.target_op, 0) + 1
+            overload = "" if count == 1 else f"v{count}"
+            while (domain, group.target_op, overload) in existing:
+                count += 1
+                overload = f"v{count}"
             variants[group.target_op] = count
-            key_fn.overload = "" if count == 1 else f"v{count}"
+            key_fn.overload = overload
             key_fn.doc_string = (
                 f"autofusion {__version__}: rule {group.rule}, kernel {group.kernel.kernel_name}; "
                 f"body = the original subgraph of group {group.id}"
@@ -238,7 +243,8 @@ def rewrite_model(
     del g.value_info[:]
     g.value_info.extend(survivors)
     out.functions.extend(functions.values())
-    out.opset_import.append(helper.make_opsetid(domain, 1))
+    if domain not in opsets:
+        out.opset_import.append(helper.make_opsetid(domain, 1))
     out.ir_version = max(out.ir_version, MIN_IR_VERSION)
     _set_model_meta(out, "autofusion.version", __version__)
     _set_model_meta(out, "autofusion.groups", str(len(groups)))

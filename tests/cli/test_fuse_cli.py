@@ -170,3 +170,29 @@ def test_missing_model_and_corrupt_model(tmp_path):
     res = run(str(junk), "-o", str(tmp_path / "o"))
     assert res.exit_code == 2 and "Traceback" not in res.output
     assert not (tmp_path / "o").exists()
+
+
+def test_external_data_model_keeps_weights_external(tmp_path):
+    src = onnx.load(str(EXAMPLE))
+    model = tmp_path / "ext.onnx"
+    onnx.save_model(
+        src, str(model), save_as_external_data=True, location="ext.onnx.data", size_threshold=0
+    )
+    data_before = (tmp_path / "ext.onnx.data").read_bytes()
+    out = tmp_path / "out"
+    res = run(str(model), "--rules", str(GOLDEN_RULES), "-o", str(out), "--verify")
+    assert res.exit_code == 0, res.output
+    assert (out / "ext.fused.onnx.data").is_file()
+    fused = onnx.load(str(out / "ext.fused.onnx"))  # loads its weights from OUTDIR
+    onnx.checker.check_model(fused, full_check=True)
+    assert (tmp_path / "ext.onnx.data").read_bytes() == data_before
+
+
+def test_output_files_have_ordinary_permissions(model, tmp_path):
+    import os
+
+    out = tmp_path / "out"
+    assert run(str(model), "-o", str(out)).exit_code == 0
+    mask = os.umask(0)
+    os.umask(mask)
+    assert (out / "plan.json").stat().st_mode & 0o777 == 0o666 & ~mask

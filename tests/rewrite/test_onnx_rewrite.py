@@ -141,3 +141,23 @@ def test_corrupted_rule_fails_verification_and_bisection_finds_it(model, graph):
     kept, dropped, runs = V.bisect_failures(groups, passes)
     assert [g.rule for g in dropped] == ["gelu"]
     assert len(kept) == 4 and runs >= 2
+
+
+def test_fusing_a_fused_model_again_keeps_existing_functions(model, graph):
+    first = rewrite_model(model, graph, groups_for(graph, ("gelu", GELU)))
+    g2 = graph_from_model(first)
+    groups = build_groups(
+        g2,
+        [scored("gelu", ["fc2_matmul", "fc2_bias"]), scored("cbr", ["conv", "bn", "relu"])],
+        RULES,
+    )
+    second = rewrite_model(first, g2, groups)
+    onnx.checker.check_model(second, full_check=True)
+    assert sorted((f.name, f.overload) for f in second.functions) == [
+        ("ConvBnRelu", ""),
+        ("FusedGelu", ""),
+        ("FusedGelu", "v2"),
+    ]
+    assert [o.domain for o in second.opset_import].count("autofusion") == 1
+    feeds = V.make_inputs(model)
+    assert V.verify(V.run_model(model, feeds), second, feeds, "random").ok
