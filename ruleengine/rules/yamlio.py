@@ -19,6 +19,7 @@ from typing import Any
 
 import yaml
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
+from yaml.reader import ReaderError
 
 from ruleengine.diagnostics import codes
 from ruleengine.diagnostics.model import Diagnostic, Location
@@ -340,8 +341,9 @@ def read_documents(
         if text is None:
             return [], diags
     docs: list[Document] = []
-    loader = _Loader(text)
+    loader: _Loader | None = None
     try:
+        loader = _Loader(text)
         index = 0
         for node in _compose_all(loader):
             if node is None:
@@ -380,6 +382,17 @@ def read_documents(
             )
         )
         return [], diags
+    except ReaderError as exc:
+        line, col = _line_col(text, exc.position)
+        diags.append(
+            codes.make(
+                "yaml-syntax",
+                f"character {exc.character!r} is not allowed in YAML",
+                Location(display, line, col),
+                hint="remove the control character (YAML allows printable text, tab and newline)",
+            )
+        )
+        return [], diags
     except (yaml.YAMLError, RecursionError, ValueError) as exc:
         diags.append(
             codes.make(
@@ -391,8 +404,15 @@ def read_documents(
         )
         return [], diags
     finally:
-        loader.dispose()
+        if loader is not None:
+            loader.dispose()
     return docs, diags
+
+
+def _line_col(text: str, position: int) -> tuple[int, int]:
+    before = text[:position]
+    line = before.count("\n") + 1
+    return line, position - (before.rfind("\n") + 1) + 1
 
 
 def _compose_all(loader: _Loader) -> Iterator[Node | None]:
