@@ -1,0 +1,171 @@
+"""`autofusion explain` and `autofusion compare`: exit code, stdout and stderr together."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import onnx
+import onnx.parser
+import pytest
+from typer.testing import CliRunner
+
+from ruleengine.cli import app
+
+ROOT = Path(__file__).resolve().parents[2]
+SHARED = ROOT / ".." / "shared"
+
+MATMUL_RELU = """
+<ir_version: 8, opset_import: ["" : 17]>
+agraph (float[128,256] a, float[256,128] b) => (float[128,128] y) {
+  m = MatMul (a, b)
+  y = Relu (m)
+}"""
+
+RULES = """
+name: matmul_relu
+priority: 10
+match:
+  ops:
+    - type: MatMul
+    - type: Relu
+rewrite:
+  target_op: MatMulRelu
+---
+name: relu_only
+priority: 1
+match:
+  ops:
+    - type: Relu
+rewrite:
+  target_op: JustRelu
+"""
+
+
+@pytest.fixture
+def case(tmp_path: Path) -> tuple[Path, Path]:
+    model = tmp_path / "mm.onnx"
+    onnx.save(onnx.parser.parse_model(MATMUL_RELU), str(model))
+    rules = tmp_path / "rules.yaml"
+    rules.write_text(RULES)
+    return model, rules
+
+
+def run(*args: str):
+    return CliRunner().invoke(app, list(args))
+
+
+def small_cube_target(tmp_path: Path) -> Path:
+    """The 910B with the design's example knobs: 128x128 cube tiles, 3 hand-off buffers."""
+    text = (ROOT / "targets" / "ascend910b.yaml").read_text()
+    text = text.replace("cube_min_tile: [16, 16]", "cube_min_tile: [128, 128]")
+    text = text.replace("cube_buffer_factor: 2", "cube_buffer_factor: 3")
+    path = tmp_path / "example_target.yaml"
+    path.write_text(text.replace("name: ascend910b", "name: example"))
+    return path
+
+
+def test_explain_text_shows_bytes_ub_and_verdict(case) -> None:
+    model, rules = case
+    res = run("explain", str(model), "--rules", str(rules))
+    assert res.exit_code == 0, res.output
+    assert res.stderr == ""
+    out = res.stdout
+    assert "on ascend910b (UB 192 KB, 191.8 KB usable" in out
+    # MatMul reads a, b and writes m; Relu reads m and writes y: 5 accesses -> 3.
+    assert "matmul_relu  [MatMul_0 .. Relu_1, 2 nodes]" in out
+    assert "HBM access 5 -> 3, bytes 448.0 KB -> 320.0 KB, saved 128.0 KB" in out
+    assert "UB 4 KB (fits 192 KB), verdict Fuse: group 1" in out
+    assert "relu_only  [Relu_1]" in out and "verdict No benefit" in out
+
+
+def test_explain_reports_the_ub_overflow_example(case, tmp_path) -> None:
+    model, rules = case
+    res = run("explain", str(model), "-r", str(rules), "--target", str(small_cube_target(tmp_path)))
+    assert res.exit_code == 0, res.output
+    assert "UB 320 KB (exceeds 192 KB), verdict UB overflow: UB working set 320 KB" in res.stdout
+    assert "m 192 KB + y 128 KB" in res.stdout
+
+
+def test_explain_json_document(case) -> None:
+    model, rules = case
+    res = run("explain", str(model), "-r", str(rules), "--solver", "greedy", "-f", "json")
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.stdout)
+    assert doc["schema_version"] == 1
+    assert doc["target"]["name"] == "ascend910b"
+    assert doc["solver"]["name"] == "greedy" and doc["solver"]["status"] == "GREEDY"
+    by_rule = {c["rule"]: c for c in doc["candidates"]}
+    mm = by_rule["matmul_relu"]
+    assert mm["verdict"] == "fuse" and mm["group"] == 1
+    assert mm["cost"]["bytes_before"] == 458752 and mm["cost"]["bytes_after"] == 327680
+    assert mm["cost"]["hbm_accesses_before"] == 5 and mm["cost"]["ub_fits"] is True
+    assert by_rule["relu_only"]["code"] == "no-benefit"
+    assert doc["summary"]["groups"] == 1
+
+
+def test_explain_rule_filter(case) -> None:
+    model, rules = case
+    res = run("explain", str(model), "-r", str(rules), "--rule", "relu_only")
+    assert res.exit_code == 0, res.output
+    assert "matmul_relu  [" not in res.stdout and "relu_only  [" in res.stdout
+    res = run("explain", str(model), "-r", str(rules), "--rule", "nope")
+    assert res.exit_code == 2
+    assert "unknown rule(s): nope" in res.stderr and "Traceback" not in res.output
+
+
+def test_compare_json_has_exactly_the_documented_keys(case) -> None:
+    model, rules = case
+    res = run("compare", str(model), "-r", str(rules), "-f", "json")
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.stdout)
+    assert set(doc) == {"schema_version", "exact", "greedy"} and doc["schema_version"] == 1
+    for side in ("exact", "greedy"):
+        assert set(doc[side]) == {"groups", "bytes_saved", "status", "seconds"}
+        assert isinstance(doc[side]["groups"], int) and isinstance(doc[side]["bytes_saved"], int)
+        assert isinstance(doc[side]["seconds"], float)
+    assert doc["exact"]["status"] == "OPTIMAL" and doc["greedy"]["status"] == "GREEDY"
+    assert doc["exact"]["bytes_saved"] == doc["greedy"]["bytes_saved"] > 0
+
+
+def test_compare_text_prints_both_columns_and_the_gap(case) -> None:
+    model, rules = case
+    res = run("compare", str(model), "-r", str(rules))
+    assert res.exit_code == 0, res.output
+    lines = res.stdout.splitlines()
+    assert lines[1].split() == ["exact", "greedy"]
+    assert lines[2].split() == ["groups", "1", "1"]
+    assert lines[-1].startswith("gap: exact saves 0 B more than greedy (+0.00%; exact OPTIMAL)")
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--target", "ascend999"], "unknown target 'ascend999'; known targets: ascend310p"),
+        (["--dim", "oops"], "bad --dim 'oops'"),
+    ],
+)
+def test_bad_flags_exit_2_without_traceback(case, args, message) -> None:
+    model, rules = case
+    for command in ("explain", "compare"):
+        res = run(command, str(model), "-r", str(rules), *args)
+        assert res.exit_code == 2, res.output
+        assert message in res.stderr
+        assert res.stdout == "" and "Traceback" not in res.output
+
+
+def test_missing_model_exits_2(tmp_path) -> None:
+    res = run("explain", str(tmp_path / "absent.onnx"))
+    assert res.exit_code == 2
+    assert "model file not found" in res.stderr
+
+
+@pytest.mark.skipif(not SHARED.is_dir(), reason="../shared not beside the checkout")
+def test_compare_on_a_shared_model_exact_is_optimal_and_not_below_greedy() -> None:
+    model = SHARED / "models" / "resnet18-narrow.ts-keepbn.onnx"
+    res = run("compare", str(model), "--preset", "cnn", "-f", "json")
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.stdout)
+    assert doc["exact"]["status"] == "OPTIMAL"
+    assert doc["exact"]["bytes_saved"] >= doc["greedy"]["bytes_saved"] > 0
+    assert doc["exact"]["groups"] > 10
