@@ -1,0 +1,365 @@
+"""Coverage of the bundled rule library on real models, beside onnxruntime's own fusions.
+
+For every model in ../shared/models and every light model shipped inside the ``onnx``
+package (onnx/backend/test/data/light/*.onnx) it reports: fused groups per rule, nodes
+before/after, HBM traffic before/after (the cost model's numbers on the target), and the
+fraction of *fusable intermediate traffic* that the chosen groups capture; and, beside
+it, what onnxruntime's ORT_ENABLE_EXTENDED optimizer does on CPU (node count after, the
+fused op types it introduced).
+
+Fusable intermediate traffic (the definition the acceptance bars use):
+- an *edge* is a (producer node, consumer node, tensor) triple where the tensor is
+  computed at run time (it depends on a graph input; weights and everything folded from
+  constants are not intermediates). View ops (Reshape, Squeeze, Unsqueeze, Flatten,
+  Identity) move no data, so an edge is traced through them to the node that really
+  produced the storage, and edges into view ops are not counted on their own;
+- an edge is *fusable* unless both ends are cube ops (MatMul, Gemm, Conv, ...) or either
+  end is opaque (control flow and the other ``@opaque`` ops, Shape-like ops whose output
+  is metadata, ops of unknown domains);
+- its bytes are the tensor's size; it is *captured* when both ends are in the same
+  chosen group. Fraction = captured bytes / fusable bytes.
+
+Symbolic dims that the exporter left in ``value_info`` (TorchScript writes ``unk__N`` for
+shapes computed by constant subgraphs) are bound from one onnxruntime run on seeded
+inputs (``observed_dims``), the same as passing ``--dim unk__N=value`` by hand.
+
+Run: ``.venv/bin/python bench/coverage.py [--json] [--solver exact|greedy] [MODEL...]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+import onnx
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED_MODELS = ROOT / ".." / "shared" / "models"
+TRANSFORMER_FAMILIES = ("bert", "gpt2", "llama")
+CNN_FAMILIES = ("resnet",)
+
+# Ops whose output is metadata about a tensor (or a constant), never streamed data.
+SHAPE_LIKE = frozenset({"Shape", "Size", "ConstantOfShape", "Constant", "Range", "EyeLike"})
+
+
+def light_models() -> list[Path]:
+    """The light CNN models that ship inside the onnx wheel."""
+    base = Path(onnx.__file__).resolve().parent / "backend" / "test" / "data" / "light"
+    return sorted(base.glob("*.onnx"))
+
+
+def shared_models() -> list[Path]:
+    return sorted(SHARED_MODELS.resolve().glob("*.onnx")) if SHARED_MODELS.is_dir() else []
+
+
+def family(path: Path) -> str:
+    name = path.name
+    if any(name.startswith(f) for f in TRANSFORMER_FAMILIES):
+        return "transformer"
+    return "cnn"
+
+
+# ----------------------------------------------------------------------------- dims
+
+
+def _sample_inputs(model: onnx.ModelProto, seed: int = 0) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    inits = {i.name for i in model.graph.initializer}
+    feeds = {}
+    for vi in model.graph.input:
+        if vi.name in inits:
+            continue
+        tt = vi.type.tensor_type
+        shape = [d.dim_value if d.HasField("dim_value") else 1 for d in tt.shape.dim]
+        dtype = onnx.helper.tensor_dtype_to_np_dtype(tt.elem_type)
+        if np.issubdtype(dtype, np.integer):
+            if "mask" in vi.name:
+                feeds[vi.name] = np.ones(shape, dtype=dtype)
+            elif "type" in vi.name:
+                feeds[vi.name] = np.zeros(shape, dtype=dtype)
+            else:
+                feeds[vi.name] = rng.integers(0, 100, size=shape).astype(dtype)
+        elif dtype == np.bool_:
+            feeds[vi.name] = np.ones(shape, dtype=dtype)
+        else:
+            feeds[vi.name] = rng.standard_normal(shape).astype(dtype)
+    return feeds
+
+
+def observed_dims(path: Path) -> dict[str, int]:
+    """Values of the symbolic dims in ``value_info``, read from one onnxruntime run.
+
+    Only dims of intermediate tensors are bound (graph inputs keep their declared
+    shapes); a name seen with two different values is left unbound.
+    """
+    import onnxruntime as ort
+
+    model = onnx.load(str(path), load_external_data=False)
+    symbolic: dict[str, list[tuple[int, str]]] = collections.defaultdict(list)
+    for vi in list(model.graph.value_info) + list(model.graph.output):
+        for axis, d in enumerate(vi.type.tensor_type.shape.dim):
+            if d.HasField("dim_param") and d.dim_param:
+                symbolic[vi.name].append((axis, d.dim_param))
+    if not symbolic:
+        return {}
+    outputs = {o.name for o in model.graph.output}
+    for vi in model.graph.value_info:
+        if vi.name in symbolic and vi.name not in outputs:
+            model.graph.output.append(vi)
+    opts = ort.SessionOptions()
+    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    opts.log_severity_level = 3
+    sess = ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
+    names = [o.name for o in sess.get_outputs()]
+    values = sess.run(names, _sample_inputs(model))
+    seen: dict[str, set[int]] = collections.defaultdict(set)
+    for name, value in zip(names, values, strict=True):
+        for axis, param in symbolic.get(name, ()):
+            if axis < np.ndim(value):
+                seen[param].add(int(np.shape(value)[axis]))
+    return {p: next(iter(v)) for p, v in sorted(seen.items()) if len(v) == 1}
+
+
+# ----------------------------------------------------------------------------- metric
+
+
+@dataclass(frozen=True)
+class Edge:
+    producer: str
+    consumer: str
+    tensor: str
+    nbytes: int
+
+
+def _runtime_tensors(graph) -> set[str]:
+    """Tensors that depend on a graph input (everything else folds to a constant)."""
+    live = {t for t in graph.inputs if not graph.tensor(t).is_initializer}
+    for node in graph.nodes:  # topological order
+        if any(t in live for t in node.inputs if t):
+            live.update(t for t in node.outputs if t)
+    return live
+
+
+def fusable_edges(graph) -> tuple[list[Edge], int]:
+    """Fusable producer->consumer edges (see the module docstring) and the count of
+    edges skipped because their size is unknown."""
+    from ruleengine.ops.classes import op_classes
+
+    classes = op_classes()
+    cube = classes.get("@cube", frozenset())
+    opaque = classes.get("@opaque", frozenset()) | SHAPE_LIKE
+    view = classes.get("@view", frozenset())
+    live = _runtime_tensors(graph)
+    nodes = {n.name: n for n in graph.nodes}
+
+    def kind(node) -> str:
+        if node.opaque or node.domain not in ("", "ai.onnx") or node.op_type in opaque:
+            return "opaque"
+        if node.op_type in cube:
+            return "cube"
+        if node.op_type in view:
+            return "view"
+        return "vector"
+
+    def root_producer(tensor: str) -> str | None:
+        """The non-view node whose output storage ``tensor`` is (through views)."""
+        seen = 0
+        while True:
+            producer = graph.tensor(tensor).producer
+            if producer is None:
+                return None
+            node = nodes[producer]
+            if kind(node) != "view" or not node.inputs or not node.inputs[0] or seen > 64:
+                return producer
+            tensor = node.inputs[0]
+            seen += 1
+
+    edges: list[Edge] = []
+    unknown = 0
+    for node in graph.nodes:
+        ck = kind(node)
+        if ck == "view":
+            continue
+        for t in dict.fromkeys(x for x in node.inputs if x):
+            if t not in live:
+                continue
+            p = root_producer(t)
+            if p is None:
+                continue
+            pk = kind(nodes[p])
+            if "opaque" in (pk, ck) or (pk == ck == "cube"):
+                continue
+            size = graph.tensor(t).nbytes
+            if size is None:
+                unknown += 1
+                continue
+            edges.append(Edge(p, node.name, t, size))
+    return edges, unknown
+
+
+@dataclass
+class Coverage:
+    model: str
+    family: str
+    nodes_before: int
+    nodes_after: int
+    hbm_before: int
+    hbm_after: int
+    fusable_bytes: int
+    captured_bytes: int
+    unknown_edges: int
+    groups: dict[str, int]
+    candidates: int
+    verdicts: dict[str, int]
+    solver_status: str
+    seconds: float
+    bound_dims: dict[str, int] = field(default_factory=dict)
+    ort_nodes_after: int | None = None
+    ort_fused_types: list[str] = field(default_factory=list)
+
+    @property
+    def captured(self) -> float:
+        return self.captured_bytes / self.fusable_bytes if self.fusable_bytes else 1.0
+
+    @property
+    def hbm_reduction(self) -> float:
+        return 1.0 - self.hbm_after / self.hbm_before if self.hbm_before else 0.0
+
+
+def measure(
+    path: Path, *, preset: str = "all", target: str = "ascend910b", solver: str = "exact"
+) -> tuple[Coverage, object]:
+    """Analyse one model with the bundled library; return its coverage and the Analysis."""
+    from ruleengine.cost.traffic import group_io, traffic
+    from ruleengine.pipeline import analyze
+
+    dims = observed_dims(path)
+    t0 = time.perf_counter()
+    analysis = analyze(path, preset=preset, target=target, solver=solver, dims=dims)
+    seconds = time.perf_counter() - t0
+    graph = analysis.graph
+    chosen = analysis.resolution.chosen
+    group_of = {n: i for i, sc in enumerate(chosen) for n in sc.candidate.nodes}
+    edges, unknown = fusable_edges(graph)
+    fusable = sum(e.nbytes for e in edges)
+    captured = sum(
+        e.nbytes
+        for e in edges
+        if e.producer in group_of and group_of.get(e.consumer) == group_of[e.producer]
+    )
+    before = traffic(graph, group_io(graph, (n.name for n in graph.nodes))).bytes_before
+    saved = sum(sc.cost.bytes_saved for sc in chosen if sc.cost is not None)
+    fused_nodes = sum(len(sc.candidate.node_set) for sc in chosen)
+    cov = Coverage(
+        model=path.name,
+        family=family(path),
+        nodes_before=len(graph.nodes),
+        nodes_after=len(graph.nodes) - fused_nodes + len(chosen),
+        hbm_before=before,
+        hbm_after=before - saved,
+        fusable_bytes=fusable,
+        captured_bytes=captured,
+        unknown_edges=unknown,
+        groups=dict(sorted(collections.Counter(sc.candidate.rule for sc in chosen).items())),
+        candidates=len(analysis.scored),
+        verdicts=dict(
+            sorted(collections.Counter(s.verdict.value for s in analysis.scored).items())
+        ),
+        solver_status=analysis.resolution.status,
+        seconds=seconds,
+        bound_dims=dims,
+    )
+    return cov, analysis
+
+
+def ort_extended(path: Path) -> tuple[int, list[str]]:
+    """onnxruntime ORT_ENABLE_EXTENDED on CPU: node count after, fused op types it made."""
+    import onnxruntime as ort
+
+    original = onnx.load(str(path), load_external_data=False)
+    before_types = {(n.domain or "", n.op_type) for n in original.graph.node}
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "optimized.onnx"
+        opts = ort.SessionOptions()
+        opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED
+        opts.optimized_model_filepath = str(out)
+        opts.log_severity_level = 3
+        ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
+        optimized = onnx.load(str(out), load_external_data=False)
+    counts = collections.Counter(
+        (n.domain or "", n.op_type)
+        for n in optimized.graph.node
+        if (n.domain or "", n.op_type) not in before_types
+    )
+    fused = [f"{d + '.' if d else ''}{op} x{c}" for (d, op), c in sorted(counts.items())]
+    return len(optimized.graph.node), fused
+
+
+# ----------------------------------------------------------------------------- report
+
+
+def _kb(n: int) -> str:
+    return f"{n / 1024:.1f}K"
+
+
+def render(rows: list[Coverage]) -> str:
+    head = (
+        f"{'model':34} {'nodes':>11} {'ORT':>4} {'HBM before->after':>20} {'less':>6} "
+        f"{'fusable':>8} {'captured':>8}  groups per rule / ORT fused op types"
+    )
+    lines = [head, "-" * len(head)]
+    for r in rows:
+        groups = ", ".join(f"{k} {v}" for k, v in r.groups.items()) or "-"
+        lines.append(
+            f"{r.model:34} {r.nodes_before:>5}->{r.nodes_after:<5} "
+            f"{r.ort_nodes_after if r.ort_nodes_after is not None else '-':>4} "
+            f"{_kb(r.hbm_before):>9}->{_kb(r.hbm_after):<9} {r.hbm_reduction:>6.1%} "
+            f"{_kb(r.fusable_bytes):>8} {r.captured:>8.1%}  {groups}"
+        )
+        if r.ort_fused_types:
+            lines.append(f"{'':34} ORT: {', '.join(r.ort_fused_types)}")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("models", nargs="*", type=Path, help="models (default: shared + light)")
+    ap.add_argument("--preset", default="all")
+    ap.add_argument("--target", default="ascend910b")
+    ap.add_argument("--solver", default="exact", choices=("exact", "greedy"))
+    ap.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    ap.add_argument("--no-ort", action="store_true", help="skip onnxruntime's optimizer")
+    args = ap.parse_args(argv)
+    models = args.models or [*shared_models(), *light_models()]
+    rows = []
+    for path in models:
+        cov, _ = measure(path, preset=args.preset, target=args.target, solver=args.solver)
+        if not args.no_ort:
+            cov.ort_nodes_after, cov.ort_fused_types = ort_extended(path)
+        rows.append(cov)
+        if not args.json:
+            print(f"  {path.name}: {cov.seconds:.2f}s", file=sys.stderr)
+    if args.json:
+        out = [
+            {
+                **asdict(r),
+                "captured": round(r.captured, 4),
+                "hbm_reduction": round(r.hbm_reduction, 4),
+            }
+            for r in rows
+        ]
+        print(json.dumps({"schema_version": 1, "target": args.target, "models": out}, indent=2))
+    else:
+        print(render(rows))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
