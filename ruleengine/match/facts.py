@@ -61,6 +61,8 @@ def _iter_facts(graph: Graph, prog: Program) -> Iterator[Fact]:
     if prog.tin_types:
         for name in sorted(graph.tensors):
             tensor = graph.tensors[name]
+            if tensor.is_constant:
+                continue  # a composite's shared input is an activation, never a weight
             readers = [(c, p) for c, p in tensor.consumers if p >= 0 and ntype[c] in prog.tin_types]
             if len(readers) >= 2:
                 for c, p in readers:
