@@ -377,3 +377,42 @@ def make(
         hint=hint,
         related=related,
     )
+
+
+def render_markdown() -> str:
+    """docs/codes.md, generated from this registry (a test keeps the file in sync)."""
+    out = [
+        "# Diagnostic codes",
+        "",
+        "<!-- Generated from ruleengine/diagnostics/codes.py by "
+        "`python -m ruleengine.diagnostics.codes > docs/codes.md`; do not edit. -->",
+        "",
+        "Every finding of `autofusion verify` and `autofusion check` has a stable code, a "
+        "kebab-case name, a message saying where and what, and a hint saying how to fix it. "
+        "`autofusion rule-codes` lists them; `autofusion rule-codes CODE` (or NAME) prints "
+        "one entry. Codes are never renumbered or reused.",
+        "",
+        "Families: AF0xx reading files, AF1xx schema, AF2xx rule semantics (`verify`), "
+        "AF3xx rule-set and lint findings (`check`). Errors always fail (exit 1); warnings "
+        "fail only with `--strict`. AF001 means the command could not run (exit 2).",
+        "",
+        "| code | name | severity | command | summary |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    for c in _CODES:
+        out.append(
+            f"| [{c.code}](#{c.code.lower()}-{c.name}) | `{c.name}` | {c.severity} | "
+            f"`{c.command}` | {c.summary} |"
+        )
+    for c in _CODES:
+        out += ["", f"## {c.code} {c.name}", "", f"**{c.severity}**, reported by "
+                f"`autofusion {c.command}`. {c.summary}", "", c.explanation, ""]  # fmt: skip
+        if c.example:
+            out += ["Example that triggers it:", "", "```yaml", c.example.rstrip("\n"), "```"]
+        else:
+            out += [f"Example: {c.example_note}"]
+    return "\n".join(out) + "\n"
+
+
+if __name__ == "__main__":
+    print(render_markdown(), end="")

@@ -94,3 +94,12 @@ def test_rule_codes_lists_and_documents():
     assert "Example that triggers it" in one.stdout
     bad = run_cli("rule-codes", "AF999")
     assert bad.exit_code == 2 and bad.stdout == "" and "unknown diagnostic code" in bad.stderr
+
+
+def test_docs_codes_md_is_generated_from_the_registry():
+    from ruleengine.diagnostics.codes import render_markdown
+
+    docs = Path(__file__).resolve().parents[2] / "docs" / "codes.md"
+    assert docs.read_text(encoding="utf-8") == render_markdown(), (
+        "regenerate: python -m ruleengine.diagnostics.codes > docs/codes.md"
+    )

@@ -155,3 +155,20 @@ def test_presets():
     with pytest.raises(UsageError):
         preset_paths("nope")
     load_rule_set([], preset="all")  # the bundled library loads (possibly empty)
+
+
+def test_docs_examples_pass_check_strict(tmp_path: Path):
+    """Every ```yaml block of docs/rules.md that is a rule passes `check --strict`."""
+    import re
+
+    from ruleengine.rules import lint_paths
+
+    docs = Path(__file__).resolve().parents[2] / "docs" / "rules.md"
+    blocks = re.findall(r"```yaml\n(.*?)```", docs.read_text(encoding="utf-8"), re.S)
+    rules = [b for b in blocks if re.search(r"^name:", b, re.M)]
+    assert len(rules) >= 2
+    for i, text in enumerate(rules):
+        f = tmp_path / f"doc{i}.yaml"
+        f.write_text(text, encoding="utf-8")
+        res = lint_paths([f], set_checks=True)
+        assert res.diagnostics == () and len(res.rules) == 1, res.diagnostics
