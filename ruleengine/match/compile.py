@@ -244,7 +244,9 @@ class Program:
 Literal = tuple[str, tuple]  # (predicate, args); args are variable names or constants
 
 
-def _form_literals(prog: Program, form: CompositeForm, var: dict[str, str]) -> list[Literal]:
+def _form_literals(
+    prog: Program, form: CompositeForm, var: dict[str, str], prefix: str = ""
+) -> list[Literal]:
     """Body literals of a composite form, over node variables ``var[node id]``."""
     lits: list[Literal] = []
     comm = commutative_ops()
@@ -257,14 +259,14 @@ def _form_literals(prog: Program, form: CompositeForm, var: dict[str, str]) -> l
     for n in form.nodes:
         free = n.op in comm
         for port, r in enumerate(n.inputs):
-            p: object = f"P{next(pcount)}" if free else port
+            p: object = f"P{prefix}{next(pcount)}" if free else port
             if r.kind == "node":
                 src = form.node(r.name)
                 pred = prog.edge_pred(frozenset({src.op}), frozenset({n.op}))
                 lits.append((pred, (var[src.id], var[n.id], p)))
             elif r.kind == "external" and counts[r.name] > 1:
                 prog.tin_types.add(n.op)
-                lits.append(("tin", (var[n.id], p, f"T_{r.name}")))
+                lits.append(("tin", (var[n.id], p, f"T{prefix}_{r.name}")))
             elif r.kind == "const":
                 prog.cin_types.add(n.op)
                 lits.append(("cin", (var[n.id], p, f"'{prog.const_key(r.value)}'")))
@@ -278,6 +280,13 @@ def _is_var(a: object) -> bool:
 def order_literals(lits: list[Literal], counts: Mapping[str, int] | None) -> list[Literal]:
     """Most selective first, then always a literal sharing a bound variable (no cross
     products); filters (tin/cin) as soon as their node is bound."""
+    return order_literals_after(lits, counts, set())
+
+
+def order_literals_after(
+    lits: list[Literal], counts: Mapping[str, int] | None, bound: set[str]
+) -> list[Literal]:
+    """``order_literals`` when the variables in ``bound`` are already bound."""
 
     def cost(lit: Literal) -> tuple:
         pred, _ = lit
@@ -288,7 +297,7 @@ def order_literals(lits: list[Literal], counts: Mapping[str, int] | None) -> lis
 
     remaining = list(lits)
     ordered: list[Literal] = []
-    bound: set[str] = set()
+    bound = set(bound)
     while remaining:
         filters = [
             lit
@@ -352,8 +361,14 @@ def compile_rule_set(
                 linked.update((link.src, link.dst))
             for i, slot in enumerate(conc.slots):
                 if slot.form is not None:
-                    form_vars = slot.node_vars()
-                    lits.append((_form_pred(slot.form), form_vars))
+                    # inlined: pyDatalog evaluates a derived predicate called with a bound
+                    # argument top-down from its first literal, so a chain bound into a
+                    # composite would rescan it per call (quadratic); inlined, the
+                    # literals join in the order chosen for the whole clause
+                    node_var = dict(
+                        zip((n.id for n in slot.form.nodes), slot.node_vars(), strict=True)
+                    )
+                    lits.extend(_form_literals(prog, slot.form, node_var, f"{i}_"))
                     if slot.form.name not in prog.composite_clauses:
                         local = {n.id: f"V_{n.id}" for n in slot.form.nodes}
                         prog.composite_clauses[slot.form.name] = (
@@ -418,15 +433,16 @@ def program_text(
             lines.append("# constants")
             for key, v in prog.const_keys.items():
                 lines.append(f"#   {key} = {v!r}")
-        lines.append("# composites")
     defined: set[str] = set()
-    for name in sorted(prog.composite_clauses):
-        pred, lits = prog.composite_clauses[name]
-        if not usable(lits, defined):
-            continue
-        defined.add(pred)
-        body = " & ".join(_fmt(lit) for lit in order_literals(lits, counts))
-        lines.append(f"{composite_head(prog, name)} <= {body}")
+    if comments:
+        lines.append("# composite forms (each defined once, from ops/composites.yaml; their")
+        lines.append("# literals are inlined into the rule clauses that use them)")
+        for name in sorted(prog.composite_clauses):
+            pred, lits = prog.composite_clauses[name]
+            if not usable(lits, defined):
+                continue
+            body = " & ".join(_fmt(lit) for lit in order_literals(lits, counts))
+            lines.append(f"# {composite_head(prog, name)} <= {body}")
     for rule_name, clauses in prog.rule_clauses.items():
         if comments:
             lines.append(f"# rule {rule_name}")

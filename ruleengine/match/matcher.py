@@ -61,7 +61,8 @@ def find_candidates(
     text = program_text(prog, counts, alive=set(counts), defined_out=heads)
     t2 = time.perf_counter()
     queries = [(h, a) for (h, a, _) in prog.rules.values() if h in heads]
-    answers = backend.run(facts, text, queries) if queries else {}
+    timings: dict[str, float] = {}
+    answers = backend.run(facts, text, queries, timings) if queries else {}
     t3 = time.perf_counter()
     candidates: dict[tuple, Candidate] = {}
     near: dict[tuple, NearMiss] = {}
@@ -91,6 +92,8 @@ def find_candidates(
             check_s=t4 - t3,
             facts=float(len(facts)),
         )
+        head_rule = {h: name for name, (h, _a, _c) in prog.rules.items()}
+        stats["by_rule"] = {head_rule[h]: t for h, t in timings.items()}  # type: ignore[assignment]
     return MatchResult(
         candidates=tuple(sorted(candidates.values(), key=lambda c: c.key)),
         near_misses=tuple(
