@@ -25,10 +25,24 @@ class OutputFormat(StrEnum):
     sarif = "sarif"
 
 
-def _run_lint(paths: list[str], *, set_checks: bool, strict: bool, fmt: str, verbose: bool) -> int:
-    from ruleengine.rules import lint_paths
+def _run_lint(
+    paths: list[str] | None,
+    *,
+    set_checks: bool,
+    strict: bool,
+    fmt: str,
+    verbose: bool,
+    preset: str | None = None,
+) -> int:
+    from ruleengine.errors import UsageError
+    from ruleengine.rules import lint_paths, preset_paths
 
-    result = lint_paths(paths, set_checks=set_checks)
+    targets = list(paths or [])
+    if preset is not None:
+        targets += [p.as_posix() for p in preset_paths(preset)]
+    if not targets:
+        raise UsageError("no rule files given: pass rule paths or --preset NAME")
+    result = lint_paths(targets, set_checks=set_checks)
     if verbose:
         for f in result.files:
             names = ", ".join(f.rules) if f.rules else "no rules loaded"
@@ -54,15 +68,27 @@ def verify(
 
 @app.command("check")
 def check(
-    paths: list[str] = typer.Argument(..., help="Rule files, directories (recursed) or globs."),
+    paths: list[str] | None = typer.Argument(
+        None, help="Rule files, directories (recursed) or globs."
+    ),
     strict: bool = typer.Option(False, "--strict", help="Warnings fail too (exit 1)."),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="List each file and rule."),
     fmt: OutputFormat = typer.Option(OutputFormat.text, "--format", "-f", help="Output format."),
+    preset: str | None = typer.Option(
+        None, "--preset", help="Also check a bundled preset (cnn, transformer, all)."
+    ),
 ) -> None:
     """Lint a rule set: everything verify does plus duplicate names, priority conflicts,
     unknown params, patterns that save no HBM traffic and patterns that never match."""
     code = guarded(
-        lambda: _run_lint(paths, set_checks=True, strict=strict, fmt=fmt.value, verbose=verbose)
+        lambda: _run_lint(
+            paths,
+            set_checks=True,
+            strict=strict,
+            fmt=fmt.value,
+            verbose=verbose,
+            preset=preset,
+        )
     )
     raise typer.Exit(code)
 

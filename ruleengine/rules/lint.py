@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import glob
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -79,51 +79,15 @@ def collect_files(paths: Sequence[str | Path]) -> list[Path]:
         text = str(raw)
         if text == "":
             continue
-        p = Path(text)
-        if p.is_dir():
-            found = sorted(
-                (q for q in p.rglob("*") if q.suffix in RULE_SUFFIXES and q.is_file()),
-                key=lambda q: q.as_posix(),
-            )
-            if not found:
-                missing.append(
-                    codes.make(
-                        "path-not-found",
-                        f"no *.yaml or *.yml rule files in directory {text}",
-                        Location(text),
-                        hint="point at a directory that contains rule files",
-                    )
-                )
-            for q in found:
-                add(q)
-        elif p.exists():
-            add(p)
-        elif _GLOB_CHARS & set(text):
-            matches = sorted(glob.glob(text, recursive=True))
-            files = [Path(m) for m in matches if Path(m).is_file()]
-            for d in (Path(m) for m in matches if Path(m).is_dir()):
-                files += sorted(
-                    (q for q in d.rglob("*") if q.suffix in RULE_SUFFIXES and q.is_file()),
-                    key=lambda q: q.as_posix(),
-                )
-            if not files:
-                missing.append(
-                    codes.make(
-                        "path-not-found",
-                        f"glob {text!r} matched no rule files",
-                        Location(text),
-                        hint="check the pattern (quote it so the shell does not expand it)",
-                    )
-                )
-            for q in files:
-                add(q)
-        else:
+        try:
+            _expand(text, add, missing)
+        except (OSError, ValueError) as exc:  # NUL in a path, permission denied, ...
             missing.append(
                 codes.make(
                     "path-not-found",
-                    f"no such file or directory: {text}",
+                    f"cannot read {text!r}: {getattr(exc, 'strerror', None) or exc}",
                     Location(text),
-                    hint="check the path",
+                    hint="check the path and its permissions",
                 )
             )
     if missing:
@@ -132,6 +96,57 @@ def collect_files(paths: Sequence[str | Path]) -> list[Path]:
             tuple(missing),
         )
     return out
+
+
+def _expand(text: str, add: Callable[[Path], None], missing: list[Diagnostic]) -> None:
+    """Add the rule files one command-line path stands for; note it when there are none."""
+    p = Path(text)
+    if p.is_dir():
+        found = sorted(
+            (q for q in p.rglob("*") if q.suffix in RULE_SUFFIXES and q.is_file()),
+            key=lambda q: q.as_posix(),
+        )
+        if not found:
+            missing.append(
+                codes.make(
+                    "path-not-found",
+                    f"no *.yaml or *.yml rule files in directory {text}",
+                    Location(text),
+                    hint="point at a directory that contains rule files",
+                )
+            )
+        for q in found:
+            add(q)
+    elif p.exists():
+        add(p)
+    elif _GLOB_CHARS & set(text):
+        matches = sorted(glob.glob(text, recursive=True))
+        files = [Path(m) for m in matches if Path(m).is_file()]
+        for d in (Path(m) for m in matches if Path(m).is_dir()):
+            files += sorted(
+                (q for q in d.rglob("*") if q.suffix in RULE_SUFFIXES and q.is_file()),
+                key=lambda q: q.as_posix(),
+            )
+        if not files:
+            missing.append(
+                codes.make(
+                    "path-not-found",
+                    f"glob {text!r} matched no rule files",
+                    Location(text),
+                    hint="check the pattern (quote it so the shell does not expand it)",
+                )
+            )
+        for q in files:
+            add(q)
+    else:
+        missing.append(
+            codes.make(
+                "path-not-found",
+                f"no such file or directory: {text}",
+                Location(text),
+                hint="check the path",
+            )
+        )
 
 
 def lint_file(path: Path, display: str | None = None, text: str | None = None) -> LintResult:

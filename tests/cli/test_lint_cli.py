@@ -201,3 +201,13 @@ def test_convert_bad_input_exits_2_without_traceback(tmp_path: Path, content: st
     res = run("convert", src)
     assert res.exit_code == 2
     assert res.stdout == "" and "Traceback" not in res.stderr and "internal error" not in res.stderr
+
+
+def test_check_bundled_preset():
+    res = run("check", "--preset", "all", "--strict")
+    assert res.exit_code == 0, res.stdout
+    assert res.stdout.startswith("All checks passed") and res.stderr == ""
+    bad = run("check", "--preset", "nope")
+    assert bad.exit_code == 2 and "unknown preset 'nope'" in bad.stderr and bad.stdout == ""
+    none = run("check")
+    assert none.exit_code == 2 and "no rule files given" in none.stderr
