@@ -9,7 +9,50 @@ from __future__ import annotations
 import math
 from functools import cache
 
-from ruleengine.graph.model import Graph, Node
+from ruleengine.graph.model import DTYPE_SIZES, Graph, Node
+
+# ---------------------------------------------------------------- tensor sizes, cached
+
+# tensor -> (static shape or None, element size or None); one pass per graph.
+_SIZES: dict[int, tuple[Graph, dict[str, tuple[tuple[int, ...] | None, int | None]]]] = {}
+_FLOPS: dict[int, tuple[Graph, dict[str, int]]] = {}
+
+
+def _sizes(graph: Graph) -> dict[str, tuple[tuple[int, ...] | None, int | None]]:
+    hit = _SIZES.get(id(graph))
+    if hit is not None and hit[0] is graph:
+        return hit[1]
+    table: dict[str, tuple[tuple[int, ...] | None, int | None]] = {}
+    for name, t in graph.tensors.items():
+        shape = t.shape
+        static = None
+        if shape is not None and all(isinstance(d, int) for d in shape):
+            static = tuple(int(d) for d in shape)  # type: ignore[arg-type]
+        table[name] = (static, DTYPE_SIZES.get(t.dtype or ""))
+    if len(_SIZES) > 8:
+        _SIZES.clear()
+    _SIZES[id(graph)] = (graph, table)
+    return table
+
+
+def static_shape(graph: Graph, tensor: str) -> tuple[int, ...] | None:
+    """The tensor's shape when every dim is a known int, else None."""
+    entry = _sizes(graph).get(tensor) if tensor else None
+    return entry[0] if entry is not None else None
+
+
+def itemsize(graph: Graph, tensor: str) -> int | None:
+    entry = _sizes(graph).get(tensor) if tensor else None
+    return entry[1] if entry is not None else None
+
+
+def nbytes(graph: Graph, tensor: str) -> int | None:
+    """bytes(T) = prod(shape) * dtype size, or None when either is unknown."""
+    entry = _sizes(graph).get(tensor) if tensor else None
+    if entry is None or entry[0] is None or entry[1] is None:
+        return None
+    return math.prod(entry[0]) * entry[1]
+
 
 _FALLBACK = {
     "@view": frozenset({"Reshape", "Squeeze", "Unsqueeze", "Flatten", "Identity"}),
@@ -82,19 +125,28 @@ _PER_ELEMENT = {
 
 
 def _numel(graph: Graph, tensor: str) -> int:
-    if not tensor or tensor not in graph.tensors:
-        return 0
-    return graph.tensors[tensor].numel or 0
+    shape = static_shape(graph, tensor)
+    return 0 if shape is None else math.prod(shape)
 
 
 def _shape(graph: Graph, tensor: str) -> tuple[int, ...]:
-    t = graph.tensors.get(tensor) if tensor else None
-    if t is None or not t.is_static:
-        return ()
-    return tuple(int(d) for d in t.shape or ())  # type: ignore[arg-type]
+    return static_shape(graph, tensor) or ()
 
 
 def node_flops(graph: Graph, node: Node) -> int:
+    """Flops of one node (cached per graph; see ``_node_flops``)."""
+    hit = _FLOPS.get(id(graph))
+    if hit is None or hit[0] is not graph:
+        if len(_FLOPS) > 8:
+            _FLOPS.clear()
+        hit = _FLOPS[id(graph)] = (graph, {})
+    cache = hit[1]
+    if node.name not in cache:
+        cache[node.name] = _node_flops(graph, node)
+    return cache[node.name]
+
+
+def _node_flops(graph: Graph, node: Node) -> int:
     """A deliberately rough flop estimate; only the overhead term reads it.
 
     MatMul/Gemm 2*M*N*K (+ M*N bias), Conv 2*out*Cin/group*prod(kernel), reductions one

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from ruleengine.cost.opinfo import is_view, node_flops
+from ruleengine.cost.opinfo import is_view, nbytes, node_flops
 from ruleengine.graph.model import Graph, Node
 
 
@@ -108,8 +108,7 @@ def group_io(graph: Graph, names: Iterable[str]) -> GroupIO:
 
 
 def _nbytes(graph: Graph, t: str, unknown: list[str]) -> int:
-    tensor = graph.tensors.get(t)
-    size = tensor.nbytes if tensor is not None else None
+    size = nbytes(graph, t)
     if size is None:
         if t not in unknown:
             unknown.append(t)

@@ -27,9 +27,17 @@ import math
 from dataclasses import dataclass
 
 from ruleengine.cost.model import Target
-from ruleengine.cost.opinfo import CUBE_MATRIX_PORTS, is_cube, is_reduce, is_view, reduced_axes
+from ruleengine.cost.opinfo import (
+    CUBE_MATRIX_PORTS,
+    is_cube,
+    is_reduce,
+    is_view,
+    itemsize,
+    reduced_axes,
+    static_shape,
+)
 from ruleengine.cost.traffic import GroupIO
-from ruleengine.graph.model import DTYPE_SIZES, Graph
+from ruleengine.graph.model import Graph
 
 
 @dataclass(frozen=True)
@@ -49,10 +57,7 @@ class UBNeed:
 
 
 def _static(graph: Graph, t: str) -> tuple[int, ...] | None:
-    tensor = graph.tensors.get(t)
-    if tensor is None or not tensor.is_static:
-        return None
-    return tuple(int(d) for d in tensor.shape or ())  # type: ignore[arg-type]
+    return static_shape(graph, t)
 
 
 def _align(n: int, to: int) -> int:
@@ -94,7 +99,7 @@ def ub_need(graph: Graph, io: GroupIO, target: Target) -> UBNeed:
 
     # Lower bounds on E (reductions need whole rows; a cube its minimum tile), upper
     # bounds (the cube output tile must fit L0C).
-    anchor_dtype = DTYPE_SIZES.get(graph.tensors[anchor].dtype or "", 4)
+    anchor_dtype = itemsize(graph, anchor) or 4
     lower = [min(a_numel, max(1, target.ub_align_bytes // anchor_dtype))]
     lower_why: list[str] = []
     upper: list[tuple[int, str]] = []
@@ -147,7 +152,7 @@ def ub_need(graph: Graph, io: GroupIO, target: Target) -> UBNeed:
             if not t or t in seen:
                 continue
             seen.add(t)
-            size = DTYPE_SIZES.get(graph.tensors[t].dtype or "", 4) if t in graph.tensors else 4
+            size = itemsize(graph, t) or 4
             if is_cube(node):
                 elem = max(size, target.accumulate_bytes)
                 buffers.append(
@@ -162,13 +167,13 @@ def ub_need(graph: Graph, io: GroupIO, target: Target) -> UBNeed:
             if x:
                 readers.setdefault(io.root.get(x, x), []).append((node.op_type, port))
     for t in io.inputs:
-        tensor = graph.tensors.get(t)
-        if tensor is None or t in seen or (tensor.numel or 0) <= 1 or t not in readers:
+        shape = _static(graph, t)
+        if shape is None or t in seen or math.prod(shape) <= 1 or t not in readers:
             continue
         if all(port in CUBE_MATRIX_PORTS.get(op, ()) for op, port in readers[t]):
             continue  # matrix operands of a cube op go through L1/L0A/L0B, not UB
         seen.add(t)
-        size = DTYPE_SIZES.get(tensor.dtype or "", 4)
+        size = itemsize(graph, t) or 4
         buffers.append((t, _align(share(t, chosen) * size, align) * target.buffer_factor))
     total = sum(b for _, b in buffers)
     return UBNeed(total, limit, chosen, _block(a_shape, chosen), anchor, tuple(buffers), legal, why)

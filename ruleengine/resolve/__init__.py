@@ -17,7 +17,7 @@ from ruleengine.errors import UsageError
 from ruleengine.graph.model import Graph
 from ruleengine.resolve.greedy import select_greedy
 from ruleengine.resolve.model import Resolution
-from ruleengine.resolve.topology import closes_cycle, find_cycle, topology
+from ruleengine.resolve.topology import Contraction, find_cycle, topology
 
 SOLVERS = ("exact", "greedy")
 
@@ -42,7 +42,7 @@ def _lost_reasons(
         for n in sc.candidate.nodes:
             owner[n] = sc
     picked = {id(sc) for sc in chosen}
-    groups = [sc.candidate.node_set for sc in chosen]
+    contraction = Contraction(graph, [sc.candidate.node_set for sc in chosen])
     lost: list[tuple[ScoredCandidate, str]] = []
     for sc in viable:
         if id(sc) in picked:
@@ -54,7 +54,7 @@ def _lost_reasons(
         if rivals:
             why = "lost a conflict to " + "; ".join(_describe(r) for r in rivals.values())
         else:
-            cyc = closes_cycle(graph, sc.candidate.node_set, groups)
+            cyc = contraction.closes_cycle(sc.candidate.node_set)
             if cyc is not None:
                 why = "would close a cycle with " + "; ".join(_describe(chosen[i]) for i in cyc)
             else:

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 
 from ruleengine.cost.model import ScoredCandidate
 from ruleengine.graph.model import Graph
-from ruleengine.resolve.topology import closes_cycle
+from ruleengine.resolve.topology import Contraction
 
 
 def greedy_order(viable: Sequence[ScoredCandidate]) -> list[ScoredCandidate]:
@@ -28,15 +28,15 @@ def greedy_order(viable: Sequence[ScoredCandidate]) -> list[ScoredCandidate]:
 def select_greedy(graph: Graph, viable: Sequence[ScoredCandidate]) -> list[ScoredCandidate]:
     """The greedy choice (in the order taken)."""
     chosen: list[ScoredCandidate] = []
-    groups: list[frozenset[str]] = []
+    contraction = Contraction(graph)
     taken: set[str] = set()
     for sc in greedy_order(viable):
         nodes = sc.candidate.node_set
         if nodes & taken:
             continue
-        if closes_cycle(graph, nodes, groups) is not None:
+        if contraction.closes_cycle(nodes) is not None:
             continue
         chosen.append(sc)
-        groups.append(nodes)
+        contraction.add(nodes)
         taken |= nodes
     return chosen

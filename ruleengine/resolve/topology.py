@@ -9,6 +9,7 @@ local group touches only the nodes between its first and last node, not the whol
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -69,59 +70,94 @@ def is_convex(graph: Graph, nodes: Iterable[str]) -> bool:
     return True
 
 
-def closes_cycle(
-    graph: Graph, group: frozenset[str], chosen: Sequence[frozenset[str]]
-) -> tuple[int, ...] | None:
-    """Indices into ``chosen`` of the groups that, with ``group``, form a contracted cycle.
+class Contraction:
+    """Chosen groups, each contracted to one node; answers "would this group close a cycle?".
 
-    ``group`` must be convex and disjoint from every chosen group. Returns None when
-    adding it keeps the contracted graph acyclic, else the chosen groups on one cycle.
-    A node after position W can never reach ``group``: W starts at the group's last
+    Groups are added one at a time (greedy) or all at once (checking a solver's choice).
+    Each query walks forward from the new group's successors and jumps through chosen
+    groups; it prunes every node after position W, where W starts at the group's last
     node and grows to the last node of every chosen group that starts at or before W
     (a path can only step back in topological order by jumping through a group).
     """
-    topo = topology(graph)
-    owner: dict[str, int] = {}
-    spans: list[tuple[int, int, int]] = []
-    for i, g in enumerate(chosen):
-        ps = [topo.pos[n] for n in g]
-        spans.append((min(ps), max(ps), i))
-        for n in g:
-            owner[n] = i
-    bound = max(topo.pos[n] for n in group)
-    for lo, hi, _ in sorted(spans):
-        if lo > bound:
-            break
-        bound = max(bound, hi)
-    parent: dict[str, str | None] = {}
-    stack: list[str] = []
-    for n in group:
-        for s in topo.succ[n]:
-            if s not in group and s not in parent:
-                parent[s] = None
-                stack.append(s)
-    expanded: set[int] = set()
-    while stack:
-        u = stack.pop()
-        if topo.pos[u] > bound:
-            continue
-        nexts: list[str] = list(topo.succ[u])
-        gi = owner.get(u)
-        if gi is not None and gi not in expanded:
-            expanded.add(gi)
-            for m in chosen[gi]:
-                if m != u and m not in parent:
-                    parent[m] = u
-                    nexts.extend(topo.succ[m])
-                elif m != u:
-                    nexts.extend(topo.succ[m])
-        for v in nexts:
-            if v in group:
-                return _groups_on_path(u, parent, owner)
-            if v not in parent:
-                parent[v] = u
-                stack.append(v)
-    return None
+
+    def __init__(self, graph: Graph, groups: Iterable[frozenset[str]] = ()) -> None:
+        self.topo = topology(graph)
+        self.groups: list[frozenset[str]] = []
+        self.owner: dict[str, int] = {}
+        self._spans: list[tuple[int, int]] = []  # (first, last) position, sorted
+        self._los: list[int] = []
+        self._prefix_max: list[int] = []
+        self._dirty = False
+        for g in groups:
+            self.add(g)
+
+    def add(self, group: frozenset[str]) -> int:
+        gi = len(self.groups)
+        self.groups.append(group)
+        ps = [self.topo.pos[n] for n in group]
+        self._spans.append((min(ps), max(ps)))
+        for n in group:
+            self.owner[n] = gi
+        self._dirty = True
+        return gi
+
+    def _bound(self, start: int) -> int:
+        if self._dirty:
+            self._spans.sort()
+            self._los = [lo for lo, _ in self._spans]
+            running, self._prefix_max = -1, []
+            for _, hi in self._spans:
+                running = max(running, hi)
+                self._prefix_max.append(running)
+            self._dirty = False
+        bound = start
+        while True:
+            k = bisect_right(self._los, bound)
+            if k == 0 or self._prefix_max[k - 1] <= bound:
+                return bound
+            bound = self._prefix_max[k - 1]
+
+    def closes_cycle(self, group: frozenset[str]) -> tuple[int, ...] | None:
+        """Indices of chosen groups on a cycle that ``group`` would close, or None.
+
+        ``group`` must be convex and disjoint from every chosen group.
+        """
+        topo, owner, chosen = self.topo, self.owner, self.groups
+        bound = self._bound(max(topo.pos[n] for n in group))
+        parent: dict[str, str | None] = {}
+        stack: list[str] = []
+        for n in group:
+            for s in topo.succ[n]:
+                if s not in group and s not in parent:
+                    parent[s] = None
+                    stack.append(s)
+        expanded: set[int] = set()
+        while stack:
+            u = stack.pop()
+            if topo.pos[u] > bound:
+                continue
+            nexts: list[str] = list(topo.succ[u])
+            gi = owner.get(u)
+            if gi is not None and gi not in expanded:
+                expanded.add(gi)
+                for m in chosen[gi]:
+                    if m != u:
+                        parent.setdefault(m, u)
+                        nexts.extend(topo.succ[m])
+            for v in nexts:
+                if v in group:
+                    return _groups_on_path(u, parent, owner)
+                if v not in parent:
+                    parent[v] = u
+                    stack.append(v)
+        return None
+
+
+def closes_cycle(
+    graph: Graph, group: frozenset[str], chosen: Sequence[frozenset[str]]
+) -> tuple[int, ...] | None:
+    """Indices into ``chosen`` of groups that, with ``group``, form a contracted cycle."""
+    return Contraction(graph, chosen).closes_cycle(group)
 
 
 def _groups_on_path(
@@ -137,11 +173,56 @@ def _groups_on_path(
 
 
 def find_cycle(graph: Graph, groups: Sequence[frozenset[str]]) -> tuple[int, ...] | None:
-    """Indices of the groups on one cycle of the contracted graph, or None if acyclic."""
-    for i in range(len(groups)):
-        others = [g for j, g in enumerate(groups) if j != i]
-        hit = closes_cycle(graph, groups[i], others)
-        if hit is not None:
-            idx = [j for j in range(len(groups)) if j != i]
-            return tuple(sorted({i, *(idx[k] for k in hit)}))
-    return None
+    """Indices of the groups on one cycle of the contracted graph, or None if acyclic.
+
+    One pass of Kahn's algorithm over the contracted graph (only the positions the
+    groups span can take part in a cycle); if vertices remain, walk predecessors among
+    them until one repeats: that loop is a cycle.
+    """
+    if len(groups) < 2:
+        return None
+    topo = topology(graph)
+    owner: dict[str, int] = {}
+    lo, hi = len(topo.names), -1
+    for i, g in enumerate(groups):
+        for n in g:
+            owner[n] = i
+            p = topo.pos[n]
+            lo, hi = min(lo, p), max(hi, p)
+
+    def rep(n: str) -> str | int:
+        return owner.get(n, n)
+
+    preds: dict[str | int, set[str | int]] = {}
+    succs: dict[str | int, set[str | int]] = {}
+    for n in topo.names[lo : hi + 1]:
+        a = rep(n)
+        preds.setdefault(a, set())
+        succs.setdefault(a, set())
+        for m in topo.succ[n]:
+            if topo.pos[m] > hi:
+                continue
+            b = rep(m)
+            if a != b:
+                succs[a].add(b)
+                preds.setdefault(b, set()).add(a)
+                succs.setdefault(b, set())
+    indeg = {v: len(p) for v, p in preds.items()}
+    ready = [v for v, d in indeg.items() if d == 0]
+    while ready:
+        v = ready.pop()
+        for w in succs[v]:
+            indeg[w] -= 1
+            if indeg[w] == 0:
+                ready.append(w)
+    left = {v for v, d in indeg.items() if d > 0}
+    if not left:
+        return None
+    start = min(left, key=str)
+    order: dict[str | int, int] = {}
+    cur: str | int = start
+    while cur not in order:
+        order[cur] = len(order)
+        cur = min((p for p in preds[cur] if p in left), key=str)
+    loop = list(order)[order[cur] :]
+    return tuple(sorted(v for v in loop if isinstance(v, int)))
