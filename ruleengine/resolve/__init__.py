@@ -20,6 +20,10 @@ from ruleengine.resolve.model import Resolution
 from ruleengine.resolve.topology import Contraction, find_cycle, topology
 
 SOLVERS = ("exact", "greedy")
+# Components with at most this many candidates are solved by exhaustive enumeration
+# (at most 2**6 subsets, exact and far cheaper than building a CP-SAT model); larger
+# ones go to CP-SAT. Tests set it to 0 to send every component to CP-SAT.
+ENUMERATE_UP_TO = 6
 
 __all__ = ["SOLVERS", "Resolution", "resolve"]
 
@@ -119,6 +123,30 @@ def resolve(
     )
 
 
+def _enumerate(
+    members: tuple[int, ...],
+    sets: list[frozenset[str]],
+    weights: list[int],
+    cuts: list[frozenset[int]],
+) -> frozenset[int]:
+    """The best subset of a small component: disjoint node sets, no cut fully chosen."""
+    best: frozenset[int] = frozenset()
+    best_w = 0
+    for mask in range(1, 1 << len(members)):
+        pick = [members[k] for k in range(len(members)) if mask >> k & 1]
+        total = sum(weights[i] for i in pick)
+        if total <= best_w:
+            continue
+        nodes = [n for i in pick for n in sets[i]]
+        if len(nodes) != len(set(nodes)):
+            continue
+        chosen = frozenset(pick)
+        if any(cut <= chosen for cut in cuts):
+            continue
+        best, best_w = chosen, total
+    return best
+
+
 class _Components:
     """Union-find over candidate indices."""
 
@@ -173,11 +201,15 @@ def _solve_exact(
         if len(members) == 1:  # nothing to decide: a lone group with net > 0 is taken
             i = members[0]
             return frozenset({i}), "OPTIMAL", weights[i]
+        local_cuts = [cut for cut in cuts if cut <= set(members)]
+        if len(members) <= ENUMERATE_UP_TO:
+            best = _enumerate(members, sets, weights, local_cuts)
+            return best, "OPTIMAL", sum(weights[i] for i in best)
         local = {g: k for k, g in enumerate(members)}
         sol = solve_component(
             [weights[g] for g in members],
             [sets[g] for g in members],
-            [frozenset(local[g] for g in cut) for cut in cuts if cut <= local.keys()],
+            [frozenset(local[g] for g in cut) for cut in local_cuts],
             hint=frozenset(local[g] for g in members if id(cands[g]) in in_greedy),
             time_limit_s=deadline - time.perf_counter(),
             seed=seed,

@@ -12,6 +12,9 @@ import itertools
 import random
 from types import MappingProxyType
 
+import pytest
+
+import ruleengine.resolve as resolve_module
 from ruleengine.cost.model import Cost, ScoredCandidate, Verdict
 from ruleengine.graph.model import Graph, Node, Tensor
 from ruleengine.match.model import Candidate
@@ -138,7 +141,12 @@ def random_case(rng: random.Random) -> tuple[Graph, list[ScoredCandidate]]:
     return graph, cands
 
 
-def test_exact_equals_brute_force_and_never_below_greedy_on_random_dags() -> None:
+@pytest.mark.parametrize("enumerate_up_to", [0, resolve_module.ENUMERATE_UP_TO])
+def test_exact_equals_brute_force_and_never_below_greedy_on_random_dags(
+    enumerate_up_to: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # 0: every component goes to CP-SAT; the default: small ones are enumerated.
+    monkeypatch.setattr(resolve_module, "ENUMERATE_UP_TO", enumerate_up_to)
     rng = random.Random(20261130)
     cases = 0
     strictly_better = cycles_mattered = 0
@@ -202,3 +210,25 @@ def test_two_convex_groups_forming_a_cycle_are_never_both_chosen() -> None:
             assert res.objective == max(w1, w2)
             ((_, why),) = res.lost
             assert why.startswith("would close a cycle with")
+
+
+def test_large_component_goes_to_cp_sat_and_matches_interval_dp() -> None:
+    # A 30-node chain with every window of 2..4 nodes as a candidate: one component of
+    # 84 overlapping candidates (CP-SAT, not enumeration). On a chain no cycle can form,
+    # so the optimum is weighted interval scheduling, solved here by dynamic programming.
+    n = 30
+    graph = dag(n, {(i, i + 1) for i in range(n - 1)})
+    rng = random.Random(7)
+    windows = [(s, s + k) for k in (2, 3, 4) for s in range(n - k + 1)]
+    weights = {w: rng.randint(1, 1000) for w in windows}
+    cands = [
+        scored(f"w{s}_{e}", tuple(f"n{i}" for i in range(s, e)), weights[(s, e)])
+        for s, e in windows
+    ]
+    best = [0] * (n + 1)  # best[i]: optimum over the first i nodes
+    for i in range(1, n + 1):
+        best[i] = max([best[i - 1]] + [best[s] + w for (s, e), w in weights.items() if e == i])
+    res = resolve(graph, cands, solver="exact")
+    assert len(cands) > resolve_module.ENUMERATE_UP_TO and res.components == 1
+    assert res.status == "OPTIMAL" and res.objective == best[n]
+    assert res.objective >= resolve(graph, cands, solver="greedy").objective
