@@ -111,6 +111,7 @@ class OnnxOpInfo:
     attributes: frozenset[str]
     max_inputs: int  # the largest input count across versions (2**31-1 for variadic)
     max_outputs: int
+    min_inputs: int = 0  # the smallest required input count across versions
 
 
 @cache
@@ -121,6 +122,7 @@ def onnx_ops() -> Mapping[str, OnnxOpInfo]:
     attrs: dict[str, set[str]] = {}
     max_in: dict[str, int] = {}
     max_out: dict[str, int] = {}
+    min_in: dict[str, int] = {}
     schemas = [s for s in onnx.defs.get_all_schemas_with_history() if s.domain in ("", "ai.onnx")]
     # Attributes dropped before opset 6 (consumed_inputs, ...) are not worth suggesting.
     modern = {s.name for s in schemas if s.since_version >= 6}
@@ -130,7 +132,11 @@ def onnx_ops() -> Mapping[str, OnnxOpInfo]:
         attrs.setdefault(schema.name, set()).update(schema.attributes)
         max_in[schema.name] = max(max_in.get(schema.name, 0), schema.max_input)
         max_out[schema.name] = max(max_out.get(schema.name, 0), schema.max_output)
-    return {n: OnnxOpInfo(n, frozenset(a), max_in[n], max_out[n]) for n, a in sorted(attrs.items())}
+        min_in[schema.name] = min(min_in.get(schema.name, schema.min_input), schema.min_input)
+    return {
+        n: OnnxOpInfo(n, frozenset(a), max_in[n], max_out[n], min_in[n])
+        for n, a in sorted(attrs.items())
+    }
 
 
 @cache
@@ -202,6 +208,14 @@ class OpTypeInfo:
         if self.alias is not None:
             names |= set(self.alias.params)
         return frozenset(names)
+
+    def min_inputs(self) -> int | None:
+        """Fewest inputs any node of this type must have, or None when not known."""
+        if self.kind not in ("alias", "onnx") or self.composites:
+            return None
+        ops = onnx_ops()
+        counts = [ops[t].min_inputs for t in self.onnx_types if t in ops]
+        return min(counts) if counts else None
 
     def max_inputs(self) -> int | None:
         """Most inputs any node of this type can have, or None when not known."""

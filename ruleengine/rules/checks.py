@@ -115,11 +115,38 @@ def check_no_hbm_saving(rule: Rule) -> list[Diagnostic]:
     return out
 
 
+def _input_count_findings(rule: Rule, op: OpPattern, info: OpTypeInfo) -> list[Diagnostic]:
+    out = []
+    most, fewest = info.max_inputs(), info.min_inputs()
+    if op.min_inputs is not None and most is not None and op.min_inputs > most:
+        out.append(
+            codes.make(
+                "never-matches",
+                f"{op.type} has at most {most} input{'s' if most != 1 else ''}, so "
+                f"min_inputs {op.min_inputs} never matches",
+                _loc(rule, op),
+                hint=f"use min_inputs <= {most}",
+            )
+        )
+    if op.max_inputs is not None and fewest is not None and op.max_inputs < fewest:
+        out.append(
+            codes.make(
+                "never-matches",
+                f"{op.type} needs at least {fewest} input{'s' if fewest != 1 else ''}, so "
+                f"max_inputs {op.max_inputs} never matches",
+                _loc(rule, op),
+                hint=f"use max_inputs >= {fewest}",
+            )
+        )
+    return out
+
+
 def check_never_matches(rule: Rule) -> list[Diagnostic]:
     out = []
     for alt in rule.alternatives:
         for op in alt.ops:
             info = op_type_info(op.type)
+            out.extend(_input_count_findings(rule, op, info))
             alias = info.alias
             if alias is None:
                 continue

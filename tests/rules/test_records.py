@@ -172,3 +172,16 @@ def test_docs_examples_pass_check_strict(tmp_path: Path):
         f.write_text(text, encoding="utf-8")
         res = lint_paths([f], set_checks=True)
         assert res.diagnostics == () and len(res.rules) == 1, res.diagnostics
+
+
+@pytest.mark.parametrize(
+    ("op", "inputs"),
+    [("Relu", "min_inputs: 2"), ("Add", "max_inputs: 1"), ("Conv2d", "min_inputs: 4")],
+)
+def test_impossible_input_counts_never_match(op: str, inputs: str, tmp_path: Path):
+    from ruleengine.rules import lint_paths
+
+    f = tmp_path / "never.yaml"
+    f.write_text(MINIMAL.replace("- type: Relu", f"- type: {op}\n      inputs: {{{inputs}}}"))
+    res = lint_paths([f], set_checks=True)
+    assert [d.code for d in res.diagnostics] == ["AF305"]
