@@ -8,6 +8,7 @@ can be bound first (``dims``), the rest are reported in ``Graph.unbound_dims``.
 
 from __future__ import annotations
 
+import functools
 import heapq
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -55,6 +56,7 @@ def _fail(key: str, message: str, where: str, hint: str | None = None) -> GraphL
     return GraphLoadError(message, (_diag(key, message, where, hint),))
 
 
+@functools.cache
 def _dtype_name(elem_type: int) -> str | None:
     if not elem_type:
         return None
@@ -189,6 +191,11 @@ def _attr_value(a: AttributeProto) -> Any:
 
 
 def _schema_defaults(op_type: str, domain: str, opset: int) -> dict[str, Any]:
+    return dict(_schema_defaults_cached(op_type, domain, opset))
+
+
+@functools.cache
+def _schema_defaults_cached(op_type: str, domain: str, opset: int) -> dict[str, Any]:
     try:
         schema = onnx.defs.get_schema(op_type, opset, domain)
     except Exception:  # noqa: BLE001 - unknown op: no defaults

@@ -172,6 +172,21 @@ def _build(
 # ---------------------------------------------------------------- python-side checks
 
 
+_RESOLVED: dict[tuple[str, int], object] = {}
+
+
+def _resolve(type_name: str, aliases: Mapping[str, OpAlias]):
+    """resolve_type, memoised per alias table (checks call it once per candidate op)."""
+    from ruleengine.match.compile import resolve_type
+
+    key = (type_name, id(aliases))
+    hit = _RESOLVED.get(key)
+    if hit is None or hit[0] is not aliases:
+        hit = (aliases, resolve_type(type_name, aliases))
+        _RESOLVED[key] = hit
+    return hit[1]
+
+
 def _reads(node: Node, tensor: str) -> list[int]:
     return [p for p, t in enumerate(node.inputs) if t == tensor]
 
@@ -184,8 +199,6 @@ def _check(
     bindings: list[Binding],
     aliases: Mapping[str, OpAlias],
 ) -> None:
-    from ruleengine.match.compile import resolve_type
-
     alt = rule.alternatives[conc.alternative]
     names = [n for g in cand.bindings for n in g]
     inside = set(names)
@@ -199,7 +212,7 @@ def _check(
     for op_idx, op in enumerate(alt.ops):
         where = f"op {op_idx} ({op.type})"
         b = bindings[first[op_idx]]
-        spec = resolve_type(op.type, aliases)
+        spec = _resolve(op.type, aliases)
         _check_sources(graph, op, op_idx, b, bindings, last, inside, comm, where)
         _check_input_count(graph, op, b, where)
         for i, slot in enumerate(conc.slots):

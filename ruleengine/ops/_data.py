@@ -16,7 +16,7 @@ def load_ops_yaml(filename: str, schema: str, path: Path | None = None) -> dict[
     """Load ``ops/<filename>`` (or ``path``) and validate it; a bad file is a packaging bug."""
     path = path or data_dir("ops") / filename
     with open(path, encoding="utf-8") as fh:
-        data = yaml.safe_load(fh)
+        data = yaml.load(fh, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
     with open(schema_path(schema), encoding="utf-8") as fh:
         jsonschema.validate(data, json.load(fh))
     return data
