@@ -17,7 +17,7 @@ from ruleengine.diagnostics import codes
 from ruleengine.diagnostics.model import Diagnostic, Location
 from ruleengine.ops.aliases import OpTypeInfo, op_type_info, view_ops
 from ruleengine.ops.model import ParamKind
-from ruleengine.rules.model import OpPattern, Rule
+from ruleengine.rules.model import MatchAlternative, OpPattern, Rule
 
 
 def values_equal(a: Any, b: Any) -> bool:
@@ -280,36 +280,39 @@ def _params_compatible(a: Sequence[OpPattern], b: Sequence[OpPattern]) -> bool:
 
 
 def check_priority_conflicts(rules: Sequence[Rule]) -> list[Diagnostic]:
-    out = []
+    """Same priority and same op sequence (after alias resolution), params not disjoint.
+
+    Alternatives are bucketed by (priority, signature), so a large rule set costs time
+    linear in its size plus the (rare) pairs inside one bucket.
+    """
+    buckets: dict[tuple, list[tuple[int, Rule, MatchAlternative]]] = {}
     active = [r for r in rules if r.enabled]
-    for i, a in enumerate(active):
-        for b in active[i + 1 :]:
-            if a.priority != b.priority or a.name == b.name:
-                continue
-            hit = None
-            for alt_a in a.alternatives:
-                for alt_b in b.alternatives:
-                    if _signature(alt_a.ops) == _signature(alt_b.ops) and _params_compatible(
-                        alt_a.ops, alt_b.ops
-                    ):
-                        hit = alt_a
-                        break
-                if hit:
-                    break
-            if hit is None:
-                continue
-            seq = " -> ".join(op.type for op in hit.ops)
-            out.append(
-                codes.make(
-                    "priority-conflict",
-                    f"rules {a.name!r} ({a.location}) and {b.name!r} ({b.location}) both "
-                    f"match {seq} with priority {a.priority}",
-                    b.location,
-                    hint=f"raise the priority of the rule that should win (e.g. "
-                    f"priority: {a.priority + 1}), or make the patterns differ",
-                    related=tuple(x for x in (a.location,) if x),
-                )
+    for order, rule in enumerate(active):
+        for alt in rule.alternatives:
+            key = (rule.priority, _signature(alt.ops))
+            buckets.setdefault(key, []).append((order, rule, alt))
+    found: dict[tuple[int, int], tuple[Rule, Rule, MatchAlternative]] = {}
+    for entries in buckets.values():
+        for i, (oa, a, alt_a) in enumerate(entries):
+            for ob, b, alt_b in entries[i + 1 :]:
+                if oa == ob or a.name == b.name or (oa, ob) in found:
+                    continue
+                if _params_compatible(alt_a.ops, alt_b.ops):
+                    found[(oa, ob)] = (a, b, alt_a)
+    out = []
+    for (_, _), (a, b, alt) in sorted(found.items()):
+        seq = " -> ".join(op.type for op in alt.ops)
+        out.append(
+            codes.make(
+                "priority-conflict",
+                f"rules {a.name!r} ({a.location}) and {b.name!r} ({b.location}) both "
+                f"match {seq} with priority {a.priority}",
+                b.location,
+                hint=f"raise the priority of the rule that should win (e.g. "
+                f"priority: {a.priority + 1}), or make the patterns differ",
+                related=tuple(x for x in (a.location,) if x),
             )
+        )
     return out
 
 

@@ -76,12 +76,17 @@ def _set(data: Any, path: tuple, value: Any) -> None:
     target[path[-1]] = value
 
 
-def _coerce(doc: Document, diags: list[Diagnostic]) -> None:
-    """Retype values whose YAML 1.1 reading is what the author meant (with a warning)."""
-    for _ in range(50):  # each pass fixes at least one value
+def _coerce(doc: Document, diags: list[Diagnostic]) -> list[ValidationError]:
+    """Retype values whose YAML 1.1 reading is what the author meant (with a warning).
+
+    Returns the schema errors left afterwards (usually found in a single pass).
+    """
+    while True:
         changed = False
-        for err in _validator().iter_errors(doc.data):
-            if err.validator != "type":
+        done: set[tuple] = set()
+        errors = list(_validator().iter_errors(doc.data))
+        for err in errors:
+            if err.validator != "type" or tuple(err.absolute_path) in done:
                 continue
             expected = err.validator_value
             expected = [expected] if isinstance(expected, str) else list(expected)
@@ -101,7 +106,8 @@ def _coerce(doc: Document, diags: list[Diagnostic]) -> None:
                     )
                 )
                 changed = True
-                break
+                done.add(path)
+                continue
             if {"integer", "number"} & set(expected):
                 number = resolve_plain(inst.strip())
                 if isinstance(number, bool) or not isinstance(number, int | float):
@@ -121,9 +127,9 @@ def _coerce(doc: Document, diags: list[Diagnostic]) -> None:
                     )
                 )
                 changed = True
-                break
+                done.add(path)
         if not changed:
-            return
+            return errors
 
 
 def _coerce_params(doc: Document, diags: list[Diagnostic]) -> None:
@@ -321,10 +327,10 @@ def _value_hint(validator: str, err: ValidationError) -> str:
 def validate_document(doc: Document) -> list[Diagnostic]:
     """Coerce YAML 1.1 surprises (warnings), then report every schema violation."""
     diags: list[Diagnostic] = []
-    _coerce(doc, diags)
+    errors = _coerce(doc, diags)
     _coerce_params(doc, diags)
     seen: set[tuple] = set()
-    for err in _validator().iter_errors(doc.data):
+    for err in errors:
         for d in _error_to_diags(err, doc):
             key = (d.code, d.message, d.location)
             if key not in seen:
