@@ -173,7 +173,8 @@ def explain_text(analysis, model: str) -> str:
         lines += explain_line(sc, group, t)
     summary = _summary(rows, r)
     counts = ", ".join(f"{VERDICT_TEXT[Verdict(v)]} {n}" for v, n in summary["verdicts"].items())
-    lines += ["", f"{summary['candidates']} candidates: {counts or 'none'}"]
+    n = summary["candidates"]
+    lines += ["", f"{n} candidate{'' if n == 1 else 's'}: {counts or 'none'}"]
     return "\n".join(lines) + "\n"
 
 

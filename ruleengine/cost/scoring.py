@@ -105,7 +105,7 @@ def _dynamic_reason(graph: Graph, unknown: tuple[str, ...]) -> str:
     for t in unknown:
         tensor = graph.tensors.get(t)
         for d in (tensor.shape or ()) if tensor is not None else ():
-            if isinstance(d, str) and not d.startswith("unk__"):
+            if isinstance(d, str):
                 symbols[d] = None
     if symbols:
         how = f"bind {', '.join(symbols)} with --dim NAME=VALUE"
