@@ -13,22 +13,26 @@ from ruleengine.graph.model import DTYPE_SIZES, Graph, Node
 
 # ---------------------------------------------------------------- tensor sizes, cached
 
-# tensor -> (static shape or None, element size or None); one pass per graph.
-_SIZES: dict[int, tuple[Graph, dict[str, tuple[tuple[int, ...] | None, int | None]]]] = {}
+# tensor -> (static shape or None, element size or None, bytes or None); one pass per graph.
+_Entry = tuple[tuple[int, ...] | None, int | None, int | None]
+_SIZES: dict[int, tuple[Graph, dict[str, _Entry]]] = {}
 _FLOPS: dict[int, tuple[Graph, dict[str, int]]] = {}
 
 
-def _sizes(graph: Graph) -> dict[str, tuple[tuple[int, ...] | None, int | None]]:
+def size_table(graph: Graph) -> dict[str, _Entry]:
+    """Per tensor: (static shape or None, element size or None, bytes or None), cached."""
     hit = _SIZES.get(id(graph))
     if hit is not None and hit[0] is graph:
         return hit[1]
-    table: dict[str, tuple[tuple[int, ...] | None, int | None]] = {}
+    table: dict[str, _Entry] = {}
     for name, t in graph.tensors.items():
         shape = t.shape
         static = None
         if shape is not None and all(isinstance(d, int) for d in shape):
             static = tuple(int(d) for d in shape)  # type: ignore[arg-type]
-        table[name] = (static, DTYPE_SIZES.get(t.dtype or ""))
+        item = DTYPE_SIZES.get(t.dtype or "")
+        size = math.prod(static) * item if static is not None and item is not None else None
+        table[name] = (static, item, size)
     if len(_SIZES) > 8:
         _SIZES.clear()
     _SIZES[id(graph)] = (graph, table)
@@ -37,21 +41,19 @@ def _sizes(graph: Graph) -> dict[str, tuple[tuple[int, ...] | None, int | None]]
 
 def static_shape(graph: Graph, tensor: str) -> tuple[int, ...] | None:
     """The tensor's shape when every dim is a known int, else None."""
-    entry = _sizes(graph).get(tensor) if tensor else None
+    entry = size_table(graph).get(tensor) if tensor else None
     return entry[0] if entry is not None else None
 
 
 def itemsize(graph: Graph, tensor: str) -> int | None:
-    entry = _sizes(graph).get(tensor) if tensor else None
+    entry = size_table(graph).get(tensor) if tensor else None
     return entry[1] if entry is not None else None
 
 
 def nbytes(graph: Graph, tensor: str) -> int | None:
     """bytes(T) = prod(shape) * dtype size, or None when either is unknown."""
-    entry = _sizes(graph).get(tensor) if tensor else None
-    if entry is None or entry[0] is None or entry[1] is None:
-        return None
-    return math.prod(entry[0]) * entry[1]
+    entry = size_table(graph).get(tensor) if tensor else None
+    return entry[2] if entry is not None else None
 
 
 _FALLBACK = {

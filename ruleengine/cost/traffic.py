@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from ruleengine.cost.opinfo import is_view, nbytes, node_flops
+from ruleengine.cost.opinfo import is_view, node_flops, size_table
 from ruleengine.graph.model import Graph, Node
 
 
@@ -107,49 +107,48 @@ def group_io(graph: Graph, names: Iterable[str]) -> GroupIO:
     )
 
 
-def _nbytes(graph: Graph, t: str, unknown: list[str]) -> int:
-    size = nbytes(graph, t)
-    if size is None:
-        if t not in unknown:
-            unknown.append(t)
-        return 0
-    return size
-
-
 def traffic(graph: Graph, io: GroupIO) -> Traffic:
     """Bytes and tensor accesses before/after fusing ``io.nodes``, plus their flops."""
+    table = size_table(graph)
     unknown: list[str] = []
+
+    def size(t: str) -> int:
+        entry = table.get(t)
+        if entry is None or entry[2] is None:
+            if t not in unknown:
+                unknown.append(t)
+            return 0
+        return entry[2]
+
     before = accesses_before = flops = 0
+    # Fused: read the external data inputs that a compute (non-view) node needs, write
+    # each escaping tensor once per storage root that a compute node produced.
+    compute_reads: set[str] = set()
+    compute_outputs: set[str] = set()
+    root = io.root
     for node in io.nodes:
         if is_view(node):
             continue
         flops += node_flops(graph, node)
         reads = dict.fromkeys(t for t in node.inputs if t)
         writes = [t for t in node.outputs if t]
-        for t in (*reads, *writes):
-            before += _nbytes(graph, t, unknown)
-            accesses_before += 1
-    # Fused: read the external data inputs that a compute (non-view) node needs, write
-    # each escaping tensor once per storage root that a compute node produced.
-    compute_reads: set[str] = set()
-    compute_outputs: set[str] = set()
-    for node in io.nodes:
-        if is_view(node):
-            continue
-        for t in node.inputs:
-            if t:
-                compute_reads.add(io.root.get(t, t))
-        compute_outputs.update(t for t in node.outputs if t)
+        for t in reads:
+            before += size(t)
+            compute_reads.add(root.get(t, t))
+        for t in writes:
+            before += size(t)
+        accesses_before += len(reads) + len(writes)
+        compute_outputs.update(writes)
     after = accesses_after = 0
     for t in io.inputs:
         if t in compute_reads:
-            after += _nbytes(graph, t, unknown)
+            after += size(t)
             accesses_after += 1
     written: set[str] = set()
     for t in io.outputs:
-        r = io.root.get(t, t)
+        r = root.get(t, t)
         if r in compute_outputs and r not in written:
             written.add(r)
-            after += _nbytes(graph, t, unknown)
+            after += size(t)
             accesses_after += 1
     return Traffic(before, after, accesses_before, accesses_after, flops, tuple(unknown))

@@ -32,12 +32,11 @@ from ruleengine.cost.opinfo import (
     is_cube,
     is_reduce,
     is_view,
-    itemsize,
     reduced_axes,
-    static_shape,
+    size_table,
 )
 from ruleengine.cost.traffic import GroupIO
-from ruleengine.graph.model import Graph
+from ruleengine.graph.model import Graph, Node
 
 
 @dataclass(frozen=True)
@@ -54,10 +53,6 @@ class UBNeed:
     @property
     def fits(self) -> bool:
         return self.legal and self.bytes <= self.limit
-
-
-def _static(graph: Graph, t: str) -> tuple[int, ...] | None:
-    return static_shape(graph, t)
 
 
 def _align(n: int, to: int) -> int:
@@ -78,40 +73,49 @@ def _block(shape: tuple[int, ...], elems: int) -> tuple[int, ...]:
 def ub_need(graph: Graph, io: GroupIO, target: Target) -> UBNeed:
     """The working set of the smallest legal tiling of the group (see the module doc)."""
     limit = target.ub_usable_bytes
+    table = size_table(graph)
+
+    def shape_of(t: str) -> tuple[int, ...] | None:
+        entry = table.get(t) if t else None
+        return entry[0] if entry is not None else None
+
+    def item(t: str) -> int:
+        entry = table.get(t) if t else None
+        return (entry[1] if entry is not None else None) or 4
+
     compute = [n for n in io.nodes if not is_view(n)]
     if not compute:
         return UBNeed(0, limit, 0, (), "", (), True)
     # Anchor: the largest escaping output of a compute node (else the last output).
-    candidates = [t for t in io.outputs if _static(graph, t) is not None]
+    candidates = [t for t in io.outputs if shape_of(t) is not None]
     if not candidates:
-        candidates = [t for t in compute[-1].outputs if t and _static(graph, t) is not None]
+        candidates = [t for t in compute[-1].outputs if shape_of(t) is not None]
     if not candidates:
         return UBNeed(0, limit, 0, (), "", (), False, "no static output shape")
-    anchor = max(candidates, key=lambda t: (math.prod(_static(graph, t) or ()), -len(t)))
-    a_shape = _static(graph, anchor) or ()
+    anchor = max(candidates, key=lambda t: (math.prod(shape_of(t) or ()), -len(t)))
+    a_shape = shape_of(anchor) or ()
     a_numel = max(1, math.prod(a_shape))
 
     def share(t: str, e: int) -> int:
-        shape = _static(graph, t) or ()
+        shape = shape_of(t) or ()
         n = math.prod(shape) if shape else 1
         last = shape[-1] if shape else 1
         return max(1, min(n, max(-(-e * n // a_numel), min(e, last))))
 
     # Lower bounds on E (reductions need whole rows; a cube its minimum tile), upper
-    # bounds (the cube output tile must fit L0C).
-    anchor_dtype = itemsize(graph, anchor) or 4
-    lower = [min(a_numel, max(1, target.ub_align_bytes // anchor_dtype))]
-    lower_why: list[str] = []
-    upper: list[tuple[int, str]] = []
+    # bounds (the cube output tile must fit L0C). Each bound keeps the node it comes from.
+    lower: list[tuple[int, Node | None, int]] = [
+        (min(a_numel, max(1, target.ub_align_bytes // item(anchor))), None, 0)
+    ]
+    upper: list[tuple[int, Node]] = []
     for node in compute:
-        if is_reduce(node) and node.inputs and _static(graph, node.inputs[0]):
-            shape = _static(graph, node.inputs[0]) or ()
-            row = math.prod(shape[a] for a in reduced_axes(graph, node)) if shape else 1
+        if is_reduce(node) and node.inputs and shape_of(node.inputs[0]):
+            shape = shape_of(node.inputs[0]) or ()
+            row = math.prod(shape[a] for a in reduced_axes(graph, node))
             n_in = max(1, math.prod(shape))
-            lower.append(min(a_numel, -(-row * a_numel // n_in)))
-            lower_why.append(f"{node.name} needs whole rows of {row} elements")
-        if is_cube(node) and node.outputs and _static(graph, node.outputs[0]):
-            shape = _static(graph, node.outputs[0]) or ()
+            lower.append((min(a_numel, -(-row * a_numel // n_in)), node, row))
+        if is_cube(node) and node.outputs and shape_of(node.outputs[0]):
+            shape = shape_of(node.outputs[0]) or ()
             n_out = max(1, math.prod(shape))
             if node.op_type.startswith("Conv") and len(shape) >= 3:
                 cols, rows = shape[1], n_out // max(1, shape[1])
@@ -120,46 +124,51 @@ def ub_need(graph: Graph, io: GroupIO, target: Target) -> UBNeed:
                 rows = n_out // max(1, cols)
             m0, n0 = target.cube_min_tile
             min_tile = min(m0, rows) * min(n0, cols)
-            lower.append(min(a_numel, -(-min_tile * a_numel // n_out)))
-            lower_why.append(f"{node.name} hands over at least {min_tile}-element tiles")
+            lower.append((min(a_numel, -(-min_tile * a_numel // n_out)), node, min_tile))
             max_tile = target.l0c_bytes // target.accumulate_bytes
-            upper.append((max(1, max_tile * a_numel // n_out), f"{node.name} tile bounded by L0C"))
-    need_min = max(lower)
-    steps = {need_min, a_numel}
+            upper.append((max(1, max_tile * a_numel // n_out), node))
+    need_min = max(e for e, _, _ in lower)
+    # Tilings from small to large: the largest lower bound, then powers of two, then A.
+    steps = [need_min]
     p = 1
     while p < a_numel:
-        if p >= need_min:
-            steps.add(p)
+        if p > need_min:
+            steps.append(p)
         p *= 2
+    steps.append(a_numel)
     legal = False
-    why = ""
     chosen = need_min
-    for e in sorted(steps):
-        bad = [w for cap, w in upper if e > cap]
-        if not bad:
+    for e in steps:
+        if all(e <= cap for cap, _ in upper):
             chosen, legal = e, True
             break
-        why = "; ".join(bad)
+    why = ""
     if not legal:
-        why = f"no tiling satisfies both bounds ({'; '.join(lower_why)}; {why})"
+        needs = [
+            f"{n.name} needs {'whole rows of' if is_reduce(n) else 'tiles of at least'} "
+            f"{size} elements"
+            for _, n, size in lower
+            if n is not None
+        ]
+        caps = [f"{n.name} tile bounded by L0C" for cap, n in upper if need_min > cap]
+        why = f"no tiling satisfies both bounds ({'; '.join(needs + caps)})"
 
     # Buffers of the chosen tiling.
     buffers: list[tuple[str, int]] = []
     align = target.ub_align_bytes
     seen: set[str] = set()
     for node in compute:
+        cube = is_cube(node)
         for t in node.outputs:
             if not t or t in seen:
                 continue
             seen.add(t)
-            size = itemsize(graph, t) or 4
-            if is_cube(node):
-                elem = max(size, target.accumulate_bytes)
-                buffers.append(
-                    (t, _align(share(t, chosen) * elem, align) * target.cube_buffer_factor)
-                )
+            if cube:
+                elem = max(item(t), target.accumulate_bytes)
+                nbuf = _align(share(t, chosen) * elem, align) * target.cube_buffer_factor
             else:
-                buffers.append((t, _align(share(t, chosen) * size, align) * target.buffer_factor))
+                nbuf = _align(share(t, chosen) * item(t), align) * target.buffer_factor
+            buffers.append((t, nbuf))
     # External inputs, each with the compute nodes reading it (directly or through views).
     readers: dict[str, list[tuple[str, int]]] = {}
     for node in compute:
@@ -167,13 +176,12 @@ def ub_need(graph: Graph, io: GroupIO, target: Target) -> UBNeed:
             if x:
                 readers.setdefault(io.root.get(x, x), []).append((node.op_type, port))
     for t in io.inputs:
-        shape = _static(graph, t)
+        shape = shape_of(t)
         if shape is None or t in seen or math.prod(shape) <= 1 or t not in readers:
             continue
         if all(port in CUBE_MATRIX_PORTS.get(op, ()) for op, port in readers[t]):
             continue  # matrix operands of a cube op go through L1/L0A/L0B, not UB
         seen.add(t)
-        size = itemsize(graph, t) or 4
-        buffers.append((t, _align(share(t, chosen) * size, align) * target.buffer_factor))
+        buffers.append((t, _align(share(t, chosen) * item(t), align) * target.buffer_factor))
     total = sum(b for _, b in buffers)
     return UBNeed(total, limit, chosen, _block(a_shape, chosen), anchor, tuple(buffers), legal, why)
