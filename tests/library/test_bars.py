@@ -2,8 +2,8 @@
 
 - every transformer model: >= 80% of the fusable intermediate traffic captured and >= 30%
   less HBM traffic in total, every chosen group within the UB of ascend910b;
-- every CNN model: every Conv + BN (+ activation) chain whose intermediates have a single
-  consumer is inside one chosen group.
+- every CNN model (and every light CNN shipped inside the onnx package): every Conv + BN
+  (+ activation) chain whose intermediates have a single consumer is inside one chosen group.
 
 The measurement is ``bench/coverage.py`` (its docstring defines "fusable"); these tests
 only assert on it. Models are analysed once per module.
@@ -47,6 +47,7 @@ bench = _load_bench()
 SHARED = sorted(MODELS.resolve().glob("*.onnx")) if MODELS.is_dir() else []
 TRANSFORMERS = [p for p in SHARED if bench.family(p) == "transformer"]
 CNNS = [p for p in SHARED if bench.family(p) == "cnn"]
+LIGHT = bench.light_models()  # CNNs shipped inside the onnx wheel (opset 9 exports)
 
 
 @cache
@@ -120,7 +121,7 @@ def conv_chains(graph) -> list[tuple[str, ...]]:
     return chains
 
 
-@pytest.mark.parametrize("path", [pytest.param(p, id=p.name) for p in CNNS])
+@pytest.mark.parametrize("path", [pytest.param(p, id=p.name) for p in CNNS + LIGHT])
 def test_cnn_conv_bn_activation_chains_fused(path):
     cov, analysis = measured(path)
     group_of = {n: i for i, sc in enumerate(analysis.resolution.chosen) for n in sc.candidate.nodes}
