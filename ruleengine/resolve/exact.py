@@ -10,6 +10,8 @@ from dataclasses import dataclass
 
 from ortools.sat.python import cp_model
 
+SINGLE_WORKER_BELOW = 200  # candidates in a component
+
 
 @dataclass(frozen=True)
 class ComponentSolution:
@@ -28,7 +30,7 @@ def solve_component(
     hint: frozenset[int] = frozenset(),
     time_limit_s: float = 30.0,
     seed: int = 0,
-    workers: int = 2,
+    workers: int | None = None,
 ) -> ComponentSolution:
     """Maximise the total weight of chosen candidates, no node twice, no cut fully chosen."""
     # Data: which candidates cover each node.
@@ -52,14 +54,16 @@ def solve_component(
 
     # Objective: total net HBM bytes saved (integers).
     model.maximize(sum(int(w) * x[i] for i, w in enumerate(weights)))
+
+    # Solve: start from the greedy choice; fixed seed; one worker for the usual small
+    # component (deterministic, and threads only add overhead there), two for large
+    # ones (CI machines are small); a time limit.
     for i in range(len(weights)):
         model.add_hint(x[i], 1 if i in hint else 0)
-
-    # Solve: fixed seed, few workers (CI machines are small), a time limit.
     solver = cp_model.CpSolver()
     solver.parameters.max_time_in_seconds = max(0.01, time_limit_s)
     solver.parameters.random_seed = seed
-    solver.parameters.num_workers = workers
+    solver.parameters.num_workers = workers or (1 if len(weights) < SINGLE_WORKER_BELOW else 2)
     status = solver.solve(model)
 
     # Status: OPTIMAL, FEASIBLE (with the bound) or nothing found.
