@@ -210,6 +210,10 @@ class Program:
     # rule name -> (head predicate, arity, {combo: Concrete})
     rules: dict[str, tuple[str, int, dict[str, Concrete]]] = field(default_factory=dict)
     rule_clauses: dict[str, list[tuple[str, list[tuple[str, tuple]]]]] = field(default_factory=dict)
+    # composite -> (core head vars, core literals) over the local V_/T_ naming, or None
+    cores: dict[str, tuple[tuple[str, ...], list[tuple[str, tuple]]] | None] = field(
+        default_factory=dict
+    )
 
     # ------------------------------------------------------------ naming
     def set_name(self, types: frozenset[str]) -> str:
@@ -353,6 +357,7 @@ def compile_rule_set(
         for conc in concretes:
             lits: list[Literal] = []
             linked: set[int] = set()
+            core_used = False
             for link in conc.links:
                 src, dst = conc.slots[link.src], conc.slots[link.dst]
                 pred = prog.edge_pred(src.out_types, dst.entry_types)
@@ -361,20 +366,8 @@ def compile_rule_set(
                 linked.update((link.src, link.dst))
             for i, slot in enumerate(conc.slots):
                 if slot.form is not None:
-                    # inlined: pyDatalog evaluates a derived predicate called with a bound
-                    # argument top-down from its first literal, so a chain bound into a
-                    # composite would rescan it per call (quadratic); inlined, the
-                    # literals join in the order chosen for the whole clause
-                    node_var = dict(
-                        zip((n.id for n in slot.form.nodes), slot.node_vars(), strict=True)
-                    )
-                    lits.extend(_form_literals(prog, slot.form, node_var, f"{i}_"))
-                    if slot.form.name not in prog.composite_clauses:
-                        local = {n.id: f"V_{n.id}" for n in slot.form.nodes}
-                        prog.composite_clauses[slot.form.name] = (
-                            _form_pred(slot.form),
-                            _form_literals(prog, slot.form, local),
-                        )
+                    lits.extend(_slot_literals(prog, slot, i, core_used))
+                    core_used = core_used or prog.cores.get(slot.form.composite) is not None
                 elif i not in linked:
                     lits.append((prog.node_pred(slot.types), (slot.var,)))
             head_args = (f"'{conc.combo}'", *conc.head_vars())
@@ -383,6 +376,66 @@ def compile_rule_set(
         prog.rules[rule.name] = (head, arity, {c.combo: c for c in concretes})
         prog.rule_clauses[rule.name] = clauses
     return prog
+
+
+def _core(prog: Program, composite: str) -> tuple[tuple[str, ...], list[Literal]] | None:
+    """Literals every form of a composite shares (e.g. RMSNorm's Pow -> ReduceMean -> Add
+    -> Sqrt), as one derived predicate ``k_<composite>``; None when there is no such core."""
+    if composite in prog.cores:
+        return prog.cores[composite]
+    from ruleengine.ops.composites import composites
+
+    forms = composites()[composite].forms
+    core = None
+    if len(forms) > 1:
+        per_form = [_form_literals(prog, f, {n.id: f"V_{n.id}" for n in f.nodes}) for f in forms]
+        common = set(per_form[0]).intersection(*map(set, per_form[1:]))
+        lits = [lit for lit in per_form[0] if lit in common]
+        if sum(1 for lit in lits if lit[0] not in ("tin", "cin")) >= 2:
+            head = tuple(
+                dict.fromkeys(
+                    a for lit in lits for a in lit[1] if _is_var(a) and a[:2] in ("V_", "T_")
+                )
+            )
+            core = (head, lits)
+    prog.cores[composite] = core
+    return core
+
+
+def _slot_literals(prog: Program, slot: Slot, i: int, core_used: bool) -> list[Literal]:
+    """A composite slot's literals, renamed into the rule clause.
+
+    Composite literals are inlined: pyDatalog evaluates a derived predicate called with a
+    bound argument top-down from its first literal, so a chain bound into a composite
+    predicate rescans it per call (quadratic). Only the composite's core, called first
+    with every argument free (so it is computed once and tabled, shared by every form
+    and every rule), stays a predicate call; one per clause.
+    """
+    form = slot.form
+    assert form is not None
+    node_var = dict(zip((n.id for n in form.nodes), slot.node_vars(), strict=True))
+    local = {n.id: f"V_{n.id}" for n in form.nodes}
+    if form.name not in prog.composite_clauses:
+        prog.composite_clauses[form.name] = (_form_pred(form), _form_literals(prog, form, local))
+    lits = _form_literals(prog, form, local)
+
+    def rename(a: object) -> object:
+        if not isinstance(a, str) or not _is_var(a):
+            return a
+        if a.startswith("V_"):
+            return node_var[a[2:]]
+        if a.startswith("T_"):
+            return f"T{i}_{a[2:]}"
+        return f"P{i}_{a[1:]}"
+
+    out: list[Literal] = []
+    core = _core(prog, form.composite)
+    if core is not None and not core_used:
+        head, core_lits = core
+        out.append((f"k_{form.composite}", tuple(rename(a) for a in head)))
+        lits = [lit for lit in lits if lit not in core_lits]
+    out.extend((pred, tuple(rename(a) for a in args)) for pred, args in lits)
+    return out
 
 
 def _fmt(lit: Literal) -> str:
@@ -420,7 +473,7 @@ def program_text(
         for pred, _ in lits:
             if pred in fact_preds and pred not in alive:
                 return False
-            if pred.startswith("c_") and pred not in defined:
+            if pred.startswith(("c_", "k_")) and pred not in defined:
                 return False
         return True
 
@@ -434,6 +487,15 @@ def program_text(
             for key, v in prog.const_keys.items():
                 lines.append(f"#   {key} = {v!r}")
     defined: set[str] = set()
+    if comments and any(c is not None for c in prog.cores.values()):
+        lines.append("# composite cores (shared by every form; computed once, tabled)")
+    for comp in sorted(prog.cores):
+        core = prog.cores[comp]
+        if core is None or not usable(core[1], defined):
+            continue
+        defined.add(f"k_{comp}")
+        body = " & ".join(_fmt(lit) for lit in order_literals(core[1], counts))
+        lines.append(f"k_{comp}({', '.join(core[0])}) <= {body}")
     if comments:
         lines.append("# composite forms (each defined once, from ops/composites.yaml; their")
         lines.append("# literals are inlined into the rule clauses that use them)")
@@ -449,7 +511,7 @@ def program_text(
         for head, lits in clauses:
             if not usable(lits, defined):
                 continue
-            body = " & ".join(_fmt(lit) for lit in order_literals(lits, counts))
+            body = " & ".join(_fmt(lit) for lit in _order_clause(lits, counts))
             lines.append(f"{head} <= {body}")
             if defined_out is not None:
                 defined_out.add(head.split("(", 1)[0])
@@ -475,6 +537,15 @@ def fact_schema(prog: Program) -> str:
             f"{', '.join(sorted(prog.cin_types))}"
         )
     return "\n".join(lines) + "\n"
+
+
+def _order_clause(lits: list[Literal], counts: Mapping[str, int] | None) -> list[Literal]:
+    """A rule clause: a composite core call first (all arguments free), then the rest."""
+    core = next((lit for lit in lits if lit[0].startswith("k_")), None)
+    if core is None:
+        return order_literals(lits, counts)
+    rest = [lit for lit in lits if lit is not core]
+    return [core, *order_literals_after(rest, counts, {a for a in core[1] if _is_var(a)})]
 
 
 def _setdoc(prog: Program, types: frozenset[str]) -> str:

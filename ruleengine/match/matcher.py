@@ -50,6 +50,16 @@ def find_candidates(
     ``stats``, when given, receives per-step seconds (compile, facts, datalog, check) and
     the fact count, for the benchmark.
     """
+    with backend.no_gc():
+        return _find(graph, rule_set, aliases, stats)
+
+
+def _find(
+    graph: Graph,
+    rule_set: RuleSet,
+    aliases: Mapping[str, OpAlias] | None,
+    stats: dict[str, float] | None,
+) -> MatchResult:
     t0 = time.perf_counter()
     aliases = default_aliases() if aliases is None else aliases
     rules = tuple(r for r in rule_set.rules if r.enabled)
