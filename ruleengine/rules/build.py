@@ -13,7 +13,7 @@ from pathlib import PurePosixPath, PureWindowsPath
 from typing import Any
 
 from ruleengine.diagnostics import codes
-from ruleengine.diagnostics.model import Diagnostic, Location
+from ruleengine.diagnostics.model import Diagnostic
 from ruleengine.ops.aliases import known_type_names, op_type_info
 from ruleengine.rules.model import (
     Constraint,
@@ -90,17 +90,21 @@ class _Checker:
         self.doc = doc
         self.marks: Marks = doc.marks
         self.diags: list[Diagnostic] = []
+        self.lenient = False
 
     def add(self, name: str, message: str, path: tuple, hint: str, *, key: bool = False) -> None:
         loc = self.marks.key(path) if key else self.marks.value(path)
         self.diags.append(codes.make(name, message, loc, hint=hint))
 
     # ------------------------------------------------------------------ checks
-    def check(self) -> None:
+    def check(self, *, lenient: bool = False) -> None:
+        """All semantic checks. ``lenient``: the document failed the schema, so each check
+        runs best-effort and a check that meets a malformed value is skipped."""
+        self.lenient = lenient
         data = self.doc.data
-        match = data.get("match", {})
-        alts = self.alternatives(match)
-        if not alts:
+        match = data.get("match")
+        alts = self._safely(lambda: self.alternatives(match), default=[]) if match else []
+        if isinstance(match, dict) and not alts and not lenient:
             self.add(
                 "empty-match",
                 "match has neither `ops` nor `branches`",
@@ -108,26 +112,42 @@ class _Checker:
                 "add `ops:` with a list of op patterns under match",
             )
         for base, ops in alts:
-            self.check_ops(base, ops)
-        self.check_subgraph(match.get("subgraph") or {})
-        self.check_rewrite(data.get("rewrite") or {}, alts)
-        for i, c in enumerate(data.get("constraints") or []):
-            if c.get("type") == "dtype_match":
-                for j, dt in enumerate(c.get("allowed_dtypes") or []):
-                    if dt not in ONNX_DTYPES:
-                        better = _DTYPE_SPELLINGS.get(str(dt).lower())
-                        if better is None:
-                            close = difflib.get_close_matches(str(dt), ONNX_DTYPES, n=1)
-                            better = close[0] if close else None
-                        hint = f"did you mean {better!r}? " if better else ""
-                        self.add(
-                            "unknown-dtype",
-                            f"constraints[{i}].allowed_dtypes: {dt!r} is not an ONNX dtype",
-                            ("constraints", i, "allowed_dtypes", j),
-                            hint + "use ONNX names: float16, float32, bfloat16, int8, ...",
-                        )
+            self._safely(lambda base=base, ops=ops: self.check_ops(base, ops))
+        self._safely(lambda: self.check_subgraph(match.get("subgraph") or {}))
+        self._safely(lambda: self.check_rewrite(data.get("rewrite") or {}, alts))
+        self._safely(lambda: self.check_dtypes(data.get("constraints") or []))
+        self._safely(lambda: self.check_paths(data.get("output") or {}))
+
+    def _safely(self, step, default=None):
+        if not self.lenient:
+            return step()
+        try:
+            return step()
+        except (TypeError, KeyError, AttributeError, ValueError, IndexError):
+            return default
+
+    def check_dtypes(self, constraints: list) -> None:
+        for i, c in enumerate(constraints):
+            if c.get("type") != "dtype_match":
+                continue
+            for j, dt in enumerate(c.get("allowed_dtypes") or []):
+                if dt in ONNX_DTYPES:
+                    continue
+                better = _DTYPE_SPELLINGS.get(str(dt).lower())
+                if better is None:
+                    close = difflib.get_close_matches(str(dt), ONNX_DTYPES, n=1)
+                    better = close[0] if close else None
+                hint = f"did you mean {better!r}? " if better else ""
+                self.add(
+                    "unknown-dtype",
+                    f"constraints[{i}].allowed_dtypes: {dt!r} is not an ONNX dtype",
+                    ("constraints", i, "allowed_dtypes", j),
+                    hint + "use ONNX names: float16, float32, bfloat16, int8, ...",
+                )
+
+    def check_paths(self, output: dict) -> None:
         for key in ("file_path", "dot_graph_path"):
-            value = (data.get("output") or {}).get(key)
+            value = output.get(key)
             if isinstance(value, str) and _escapes(value):
                 self.add(
                     "unsafe-path",
@@ -148,97 +168,98 @@ class _Checker:
     def check_ops(self, base: tuple, ops: list) -> None:
         seen_names: dict[str, int] = {}
         for i, op in enumerate(ops):
-            p = (*base, i)
-            info = op_type_info(op["type"])
-            if not info.known:
-                close = difflib.get_close_matches(op["type"], known_type_names(), n=3, cutoff=0.6)
-                lower = [n for n in known_type_names() if n.lower() == op["type"].lower()]
-                suggestions = lower or close
-                hint = (
-                    f"did you mean {' or '.join(map(repr, suggestions))}? " if suggestions else ""
-                )
+            self._safely(lambda i=i, op=op: self.check_op(base, ops, i, op, seen_names))
+
+    def check_op(self, base: tuple, ops: list, i: int, op: dict, seen_names: dict) -> None:
+        p = (*base, i)
+        info = op_type_info(op["type"])
+        if not info.known:
+            close = difflib.get_close_matches(op["type"], known_type_names(), n=3, cutoff=0.6)
+            lower = [n for n in known_type_names() if n.lower() == op["type"].lower()]
+            suggestions = lower or close
+            hint = f"did you mean {' or '.join(map(repr, suggestions))}? " if suggestions else ""
+            self.add(
+                "unknown-op-type",
+                f"{dotted(p)}: unknown op type {op['type']!r}",
+                (*p, "type"),
+                hint + "use an ONNX op, an alias from ops/aliases.yaml, a composite or an "
+                "@class (names are case-sensitive)",
+            )
+        inputs = op.get("inputs") or {}
+        lo, hi = inputs.get("min_inputs"), inputs.get("max_inputs")
+        if lo is not None and hi is not None and lo > hi:
+            self.add(
+                "bad-range",
+                f"{dotted(p)}.inputs: min_inputs {lo} is greater than max_inputs {hi}",
+                (*p, "inputs"),
+                "swap the two values",
+            )
+        rep = op.get("repeat") or {}
+        rmin, rmax = rep.get("min", 1), rep.get("max")
+        if rmax is not None and rmin > rmax:
+            self.add(
+                "bad-range",
+                f"{dotted(p)}.repeat: min {rmin} is greater than max {rmax}",
+                (*p, "repeat"),
+                "swap the two values",
+            )
+        onnx_max = info.max_inputs()
+        for port_name, src in (op.get("input_sources") or {}).items():
+            sp = (*p, "input_sources", port_name)
+            port = int(port_name[len("input") :])
+            limit = hi if hi is not None else onnx_max
+            if limit is not None and port >= limit:
                 self.add(
-                    "unknown-op-type",
-                    f"{dotted(p)}: unknown op type {op['type']!r}",
-                    (*p, "type"),
-                    hint + "use an ONNX op, an alias from ops/aliases.yaml, a composite or an "
-                    "@class (names are case-sensitive)",
+                    "bad-input-port",
+                    f"{dotted(sp)}: port {port} but the op has at most {limit} "
+                    + ("input" if limit == 1 else "inputs"),
+                    sp,
+                    f"use input0 .. input{max(limit - 1, 0)}",
+                    key=True,
                 )
-            inputs = op.get("inputs") or {}
-            lo, hi = inputs.get("min_inputs"), inputs.get("max_inputs")
-            if lo is not None and hi is not None and lo > hi:
+            has_from = "from_op" in src
+            has_type = "source_type" in src
+            if has_from == has_type:
                 self.add(
-                    "bad-range",
-                    f"{dotted(p)}.inputs: min_inputs {lo} is greater than max_inputs {hi}",
-                    (*p, "inputs"),
-                    "swap the two values",
+                    "bad-input-port",
+                    f"{dotted(sp)}: give exactly one of `from_op` or `source_type`",
+                    sp,
+                    "from_op: j for an earlier op's output, source_type: const_or_param "
+                    "(or const, graph_input, any) for a tensor from outside the match",
+                    key=True,
                 )
-            rep = op.get("repeat") or {}
-            rmin, rmax = rep.get("min", 1), rep.get("max")
-            if rmax is not None and rmin > rmax:
+            if has_type and "output_idx" in src:
                 self.add(
-                    "bad-range",
-                    f"{dotted(p)}.repeat: min {rmin} is greater than max {rmax}",
-                    (*p, "repeat"),
-                    "swap the two values",
+                    "bad-input-port",
+                    f"{dotted(sp)}: `output_idx` only goes with `from_op`",
+                    (*sp, "output_idx"),
+                    "remove output_idx",
+                    key=True,
                 )
-            onnx_max = info.max_inputs()
-            for port_name, src in (op.get("input_sources") or {}).items():
-                sp = (*p, "input_sources", port_name)
-                port = int(port_name[len("input") :])
-                limit = hi if hi is not None else onnx_max
-                if limit is not None and port >= limit:
+            if has_from:
+                j = src["from_op"]
+                if j >= i:
+                    what = "itself" if j == i else "a later op" if j < len(ops) else "no op"
                     self.add(
-                        "bad-input-port",
-                        f"{dotted(sp)}: port {port} but the op has at most {limit} "
-                        + ("input" if limit == 1 else "inputs"),
-                        sp,
-                        f"use input0 .. input{max(limit - 1, 0)}",
-                        key=True,
+                        "bad-from-op",
+                        f"{dotted(sp)}.from_op: {j} refers to {what}; op {i} can only "
+                        f"consume {'op 0' if i == 1 else f'ops 0..{i - 1}'}",
+                        (*sp, "from_op"),
+                        "list ops in data-flow order and point from_op at an earlier one"
+                        if i
+                        else "the first op cannot consume another op of the pattern",
                     )
-                has_from = "from_op" in src
-                has_type = "source_type" in src
-                if has_from == has_type:
-                    self.add(
-                        "bad-input-port",
-                        f"{dotted(sp)}: give exactly one of `from_op` or `source_type`",
-                        sp,
-                        "from_op: j for an earlier op's output, source_type: const_or_param "
-                        "(or const, graph_input, any) for a tensor from outside the match",
-                        key=True,
-                    )
-                if has_type and "output_idx" in src:
-                    self.add(
-                        "bad-input-port",
-                        f"{dotted(sp)}: `output_idx` only goes with `from_op`",
-                        (*sp, "output_idx"),
-                        "remove output_idx",
-                        key=True,
-                    )
-                if has_from:
-                    j = src["from_op"]
-                    if j >= i:
-                        what = "itself" if j == i else "a later op" if j < len(ops) else "no op"
-                        self.add(
-                            "bad-from-op",
-                            f"{dotted(sp)}.from_op: {j} refers to {what}; op {i} can only "
-                            f"consume ops 0..{i - 1}",
-                            (*sp, "from_op"),
-                            "list ops in data-flow order and point from_op at an earlier one"
-                            if i
-                            else "the first op cannot consume another op of the pattern",
-                        )
-            for k, name in enumerate(op.get("output_names") or []):
-                if name in seen_names:
-                    self.add(
-                        "duplicate-output-name",
-                        f"{dotted(p)}.output_names: {name!r} is already the name of an output "
-                        f"of op {seen_names[name]}",
-                        (*p, "output_names", k),
-                        "give every output a distinct name",
-                    )
-                else:
-                    seen_names[name] = i
+        for k, name in enumerate(op.get("output_names") or []):
+            if name in seen_names:
+                self.add(
+                    "duplicate-output-name",
+                    f"{dotted(p)}.output_names: {name!r} is already the name of an output "
+                    f"of op {seen_names[name]}",
+                    (*p, "output_names", k),
+                    "give every output a distinct name",
+                )
+            else:
+                seen_names[name] = i
 
     def check_subgraph(self, sub: dict) -> None:
         rng = sub.get("input_count_range")
@@ -420,5 +441,11 @@ def check_and_build(doc: Document) -> tuple[Rule | None, list[Diagnostic]]:
     return checker.build(), checker.diags
 
 
-def location_of(marks: Marks, path: tuple) -> Location:
-    return marks.value(path)
+def semantic_findings(doc: Document) -> list[Diagnostic]:
+    """Best-effort semantic checks of a document the schema refused (more findings at once)."""
+    checker = _Checker(doc)
+    try:
+        checker.check(lenient=True)
+    except (TypeError, KeyError, AttributeError, ValueError, IndexError):
+        pass
+    return checker.diags

@@ -18,7 +18,7 @@ from ruleengine.diagnostics import codes
 from ruleengine.diagnostics.model import Diagnostic, Location, Severity
 from ruleengine.errors import RuleLoadError, UsageError
 from ruleengine.rules import checks
-from ruleengine.rules.build import check_and_build
+from ruleengine.rules.build import check_and_build, semantic_findings
 from ruleengine.rules.model import Rule, RuleSet
 from ruleengine.rules.schema import validate_document
 from ruleengine.rules.yamlio import read_documents
@@ -181,6 +181,7 @@ def lint_file(path: Path, display: str | None = None, text: str | None = None) -
         found = validate_document(doc)
         diags.extend(found)
         if any(d.severity == Severity.ERROR for d in found):
+            diags.extend(semantic_findings(doc))  # more findings in one run, best effort
             continue
         rule, more = check_and_build(doc)
         diags.extend(more)
@@ -188,7 +189,7 @@ def lint_file(path: Path, display: str | None = None, text: str | None = None) -
             rules.append(rule)
     return LintResult(
         tuple(rules),
-        tuple(diags),
+        tuple(sorted(diags, key=Diagnostic.sort_key)),
         (FileReport(display, tuple(r.name for r in rules)),),
     )
 

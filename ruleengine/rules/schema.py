@@ -197,6 +197,10 @@ def _error_to_diags(err: ValidationError, doc: Document) -> list[Diagnostic]:
                 )
             )
         return out
+    if v == "pattern":
+        special = _pattern_diag(err, doc, path, where)
+        if special is not None:
+            return [special]
     if v == "propertyNames":
         bad = err.instance
         return [
@@ -287,6 +291,35 @@ def _error_to_diags(err: ValidationError, doc: Document) -> list[Diagnostic]:
     ]
 
 
+def _pattern_diag(err: ValidationError, doc: Document, path: tuple, where: str):
+    """Friendlier messages for the schema's name, version and port patterns."""
+    pat = str(err.validator_value)
+    inst = err.instance
+    if "propertyNames" in err.schema_path:
+        return codes.make(
+            "invalid-value",
+            f"{where}: {inst!r} is not an input port name",
+            doc.marks.key((*path, inst)) if isinstance(inst, str) else doc.marks.value(path),
+            hint="name ports input0, input1, ... (input K is the node's K-th input)",
+        )
+    if pat.startswith("^[A-Za-z_]"):
+        allowed = "letters, digits, _" + (", . or -" if "." in pat else "")
+        return codes.make(
+            "invalid-value",
+            f"{where}: {inst!r} is not a valid name",
+            doc.marks.value(path),
+            hint=f"use {allowed}, starting with a letter or _",
+        )
+    if pat.startswith("^1"):
+        return codes.make(
+            "invalid-value",
+            f"{where}: unsupported rule format version {inst!r}",
+            doc.marks.value(path),
+            hint='the rule format version is "1.0"',
+        )
+    return None
+
+
 def _required_hint(path: tuple, name: str) -> str:
     if not path and name == "match":
         return "add `match:` with an `ops:` list of op patterns"
@@ -312,6 +345,8 @@ def _type_hint(path: tuple, expected: list, value: Any) -> str:
 
 
 def _value_hint(validator: str, err: ValidationError) -> str:
+    if err.absolute_path and err.absolute_path[-1] == "input_count_range":
+        return "write [low, high], e.g. [1, 2]"
     if validator == "pattern":
         pat = err.validator_value
         if pat.startswith("^[A-Za-z_]"):

@@ -185,3 +185,19 @@ def test_impossible_input_counts_never_match(op: str, inputs: str, tmp_path: Pat
     f.write_text(MINIMAL.replace("- type: Relu", f"- type: {op}\n      inputs: {{{inputs}}}"))
     res = lint_paths([f], set_checks=True)
     assert [d.code for d in res.diagnostics] == ["AF305"]
+
+
+def test_schema_errors_do_not_hide_semantic_findings():
+    text = (
+        "name: r\npriority: high\nmatch:\n  ops:\n    - type: conv2d\n    - type: Relu\n"
+        "      input_sources:\n        input0: {from_op: 3}\n        in1: {source_type: const}\n"
+        "rewrite:\n  target_op: R\n"
+    )
+    res = _lint(text)
+    assert [(d.code, d.location.line) for d in res.diagnostics] == [
+        ("AF103", 2),
+        ("AF201", 5),
+        ("AF202", 8),
+        ("AF104", 9),
+    ]
+    assert res.rules == ()
