@@ -246,21 +246,38 @@ def fuse(
             ) from None
         result_verification = verification.verify(reference, fused, feeds, source)
         runs = 1
+        found_by: list[str] = []
         if safe and not result_verification.ok and groups:
-
-            def passes(subset: Sequence[FusedGroup]) -> bool:
-                return verification.verify(reference, build(subset), feeds, source).ok
-
-            kept, dropped, extra = verification.bisect_failures(groups, passes, progress)
+            # 1. each fused node on its own, fed the original's values: exact and linear
+            isolated, extra = verification.isolate_failures(proto, fused, groups, feeds)
             runs += extra
-            groups = kept
-            fused = build(groups)
-            result_verification = verification.verify(reference, fused, feeds, source)
-            runs += 1
+            if isolated:
+                found_by.append("isolation check")
+                _note(progress, f"safe mode: {len(isolated)} group(s) fail on their own")
+                dropped = isolated
+                groups = tuple(g for g in groups if g not in isolated)
+                fused = build(groups)
+                result_verification = verification.verify(reference, fused, feeds, source)
+                runs += 1
+            # 2. what fails only in combination: bisection over whole-model runs
+            if not result_verification.ok and groups:
+
+                def passes(subset: Sequence[FusedGroup]) -> bool:
+                    return verification.verify(reference, build(subset), feeds, source).ok
+
+                kept, more, extra = verification.bisect_failures(groups, passes, progress)
+                runs += extra
+                found_by.append("bisection")
+                dropped = (*dropped, *more)
+                groups = kept
+                fused = build(groups)
+                result_verification = verification.verify(reference, fused, feeds, source)
+                runs += 1
         result_verification = replace(
             result_verification,
             runs=runs,
-            dropped_groups=tuple(g.id for g in dropped),
+            dropped_groups=tuple(sorted(g.id for g in dropped)),
+            found_by=" + ".join(found_by) or None,
         )
         timings.append(("verify", time.perf_counter() - clock))
         clock = time.perf_counter()

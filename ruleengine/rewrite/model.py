@@ -92,6 +92,7 @@ class Verification:
     dropped_groups: tuple[int, ...] = ()  # safe mode: groups dropped after bisection
     runs: int = 0  # onnxruntime sessions compared (bisection steps included)
     error: str | None = None  # onnxruntime could not run a model
+    found_by: str | None = None  # safe mode: "isolation check", "bisection" or both
 
 
 @dataclass(frozen=True)

@@ -88,6 +88,13 @@ def _float_outputs(model: onnx.ModelProto) -> dict[str, int]:
     return types
 
 
+def _is_float(graph: Graph, types: Mapping[str, int], name: str) -> bool:
+    tensor = graph.tensors.get(name)
+    if tensor is not None and tensor.dtype is not None:
+        return tensor.dtype in ("float32", "float16", "bfloat16", "float64")
+    return types.get(name) in _FLOAT_TYPES
+
+
 def _build_body(
     protos: Sequence[onnx.NodeProto],
     inputs: Sequence[str],
@@ -174,7 +181,7 @@ def rewrite_model(
             raise RewriteError(f"group {group.id} ({group.rule}) contains a control-flow node")
         corrupt = None
         if group.rule in corrupt_rules:
-            corrupt = next((o for o in group.outputs if types.get(o) in _FLOAT_TYPES), None)
+            corrupt = next((o for o in group.outputs if _is_float(graph, types, o)), None)
         body = _build_body(protos, group.inputs, group.outputs, corrupt)
         body_domains = sorted({n.domain for n in body})
         body_opsets = [helper.make_opsetid(d, opsets.get(d, 1)) for d in body_domains]

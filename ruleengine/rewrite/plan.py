@@ -305,6 +305,7 @@ def verification_json(v: Verification | None) -> dict[str, Any] | None:
         "runs": v.runs,
         "error": v.error,
         "dropped_groups": list(v.dropped_groups),
+        "found_by": v.found_by,
         "outputs": [
             {
                 "name": o.name,

@@ -211,7 +211,7 @@ def report_text(
             lines.append(
                 "  safe mode dropped group(s) "
                 + ", ".join(str(i) for i in v.dropped_groups)
-                + f" after {v.runs} verification runs"
+                + f" (found by {v.found_by}; {v.runs} onnxruntime runs)"
             )
     if files:
         lines.append("")

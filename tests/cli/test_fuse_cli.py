@@ -98,7 +98,7 @@ def test_safe_mode_drops_a_rule_that_fails_on_purpose(model, tmp_path):
     res = run(str(model), "--rules", str(GOLDEN_RULES), "-o", str(out), "--safe", env=env)
     assert res.exit_code == 0, res.output
     assert "PASSED" in res.stdout
-    assert "safe mode dropped group(s) 1, 3" in res.stdout
+    assert "safe mode dropped group(s) 1, 3 (found by isolation check" in res.stdout
     plan = json.loads((out / "plan.json").read_text())
     assert {g["rule"] for g in plan["groups"]} == {
         "golden_gelu_erf",

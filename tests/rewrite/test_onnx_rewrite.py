@@ -161,3 +161,13 @@ def test_fusing_a_fused_model_again_keeps_existing_functions(model, graph):
     assert [o.domain for o in second.opset_import].count("autofusion") == 1
     feeds = V.make_inputs(model)
     assert V.verify(V.run_model(model, feeds), second, feeds, "random").ok
+
+
+def test_isolation_check_names_exactly_the_corrupted_groups(model, graph):
+    groups = groups_for(graph, *ALL)
+    feeds = V.make_inputs(model)
+    clean = rewrite_model(model, graph, groups)
+    assert V.isolate_failures(model, clean, groups, feeds) == ((), 1 + len(groups))
+    bad = rewrite_model(model, graph, groups, corrupt_rules={"bias_add"})
+    found, runs = V.isolate_failures(model, bad, groups, feeds)
+    assert [g.id for g in found] == [1, 3] and runs == 1 + len(groups)
