@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import re
 from pathlib import Path
 
 import onnx
@@ -14,6 +16,8 @@ from ruleengine.cli import app
 
 ROOT = Path(__file__).resolve().parents[2]
 SHARED = ROOT / ".." / "shared"
+GOLDEN = ROOT / "tests" / "golden" / "analysis"
+UPDATE = bool(os.environ.get("AUTOFUSION_UPDATE_GOLDEN"))
 
 MATMUL_RELU = """
 <ir_version: 8, opset_import: ["" : 17]>
@@ -169,3 +173,24 @@ def test_compare_on_a_shared_model_exact_is_optimal_and_not_below_greedy() -> No
     assert doc["exact"]["status"] == "OPTIMAL"
     assert doc["exact"]["bytes_saved"] >= doc["greedy"]["bytes_saved"] > 0
     assert doc["exact"]["groups"] > 10
+
+
+def _mask_seconds(text: str) -> str:
+    text = re.sub(r'"seconds": [0-9.e-]+', '"seconds": 0.0', text)
+    return re.sub(r"\b[0-9]+\.[0-9]{3} s\b", "0.000 s", text)
+
+
+@pytest.mark.parametrize("fmt, suffix", [("text", "txt"), ("json", "json")])
+@pytest.mark.parametrize("which", ["ascend910b", "example"])
+def test_explain_golden(case, tmp_path, monkeypatch, which, fmt, suffix) -> None:
+    """What users read, as golden files (AUTOFUSION_UPDATE_GOLDEN=1 rewrites them)."""
+    model, rules = case
+    monkeypatch.chdir(tmp_path)
+    target = which if which == "ascend910b" else small_cube_target(tmp_path).name
+    res = run("explain", model.name, "-r", rules.name, "-t", target, "-f", fmt)
+    assert res.exit_code == 0, res.output
+    got = _mask_seconds(res.stdout)
+    golden = GOLDEN / f"explain_matmul_relu.{which}.{suffix}"
+    if UPDATE:
+        golden.write_text(got)
+    assert got == golden.read_text()
