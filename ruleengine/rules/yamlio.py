@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import re
+import stat
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -279,7 +280,18 @@ def _duplicate_hint(key: str) -> str:
 def _read_text(path: Path, display: str, diags: list[Diagnostic]) -> str | None:
     where = Location(display)
     try:
-        size = path.stat().st_size
+        st = path.stat()
+        if not stat.S_ISREG(st.st_mode):
+            diags.append(
+                codes.make(
+                    "unreadable-file",
+                    "not a regular file (a device, pipe or socket)",
+                    where,
+                    hint="pass a YAML rule file",
+                )
+            )
+            return None
+        size = st.st_size
         if size > MAX_FILE_BYTES:
             diags.append(
                 codes.make(
@@ -290,7 +302,18 @@ def _read_text(path: Path, display: str, diags: list[Diagnostic]) -> str | None:
                 )
             )
             return None
-        raw = path.read_bytes()[: MAX_FILE_BYTES + 1]
+        with path.open("rb") as fh:
+            raw = fh.read(MAX_FILE_BYTES + 1)
+        if len(raw) > MAX_FILE_BYTES:  # grew since stat
+            diags.append(
+                codes.make(
+                    "file-too-large",
+                    f"file is larger than {MAX_FILE_BYTES} bytes",
+                    where,
+                    hint="split the rules into several files",
+                )
+            )
+            return None
     except OSError as exc:
         diags.append(
             codes.make(

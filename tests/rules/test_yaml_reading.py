@@ -210,3 +210,9 @@ def test_numeric_keys_become_strings():
     res = _lint(MINIMAL.replace("target_op: R", "target_op: R\n  attributes: {1: a, true: b}"))
     assert res.diagnostics == ()
     assert dict(res.rules[0].rewrite.attributes) == {"1": "a", "true": "b"}
+
+
+@pytest.mark.skipif(not Path("/dev/zero").exists(), reason="needs /dev/zero")
+def test_device_files_are_not_read():
+    docs, diags = read_documents(Path("/dev/zero"))
+    assert docs == [] and diags[0].code == "AF002" and "regular file" in diags[0].message
