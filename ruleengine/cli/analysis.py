@@ -55,6 +55,7 @@ def _cost_json(sc: ScoredCandidate) -> dict | None:
     c = sc.cost
     if c is None:
         return None
+    buffers = sc.details.get("ub_buffers", ())
     return {
         "hbm_accesses_before": c.accesses_before,
         "hbm_accesses_after": c.accesses_after,
@@ -69,6 +70,7 @@ def _cost_json(sc: ScoredCandidate) -> dict | None:
         "ub_limit": c.ub_limit,
         "ub_fits": c.ub_bytes <= c.ub_limit,
         "tile": list(c.tile),
+        "ub_buffers": [{"tensor": t, "bytes": b} for t, b in buffers],  # type: ignore[union-attr]
         "launches_saved": c.launches_saved,
         "time_saved_s": c.time_saved_s,
     }

@@ -207,17 +207,24 @@ def score_one(
 def _from_near_miss(
     graph: Graph, nm: NearMiss, rule: Rule | None, target: Target
 ) -> ScoredCandidate:
+    """A near miss keeps the matcher's code and reason; its numbers show what was at stake."""
     verdict = _NEAR_MISS_VERDICTS.get(nm.code, Verdict.CONSTRAINT_FAILED)
+    io = group_io(graph, nm.candidate.nodes)
+    tr = traffic(graph, io)
+    details: dict[str, object] = {"inputs": io.inputs, "outputs": io.outputs}
     cost = None
-    try:
-        io = group_io(graph, nm.candidate.nodes)
-        tr = traffic(graph, io)
-        if not tr.unknown:
-            cost = compute_cost(graph, io, tr, ub_need(graph, io, target), target)
-    except KeyError:
-        cost = None
+    if not tr.unknown:
+        ub = ub_need(graph, io, target)
+        cost = compute_cost(graph, io, tr, ub, target)
+        details["ub_buffers"] = ub.buffers
     return ScoredCandidate(
-        nm.candidate, rule.priority if rule else 0, verdict, nm.reason, nm.code, cost
+        nm.candidate,
+        rule.priority if rule else 0,
+        verdict,
+        nm.reason,
+        nm.code,
+        cost,
+        MappingProxyType(details),
     )
 
 
