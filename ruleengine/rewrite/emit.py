@@ -95,7 +95,7 @@ def write_atomically(
                 os.fsync(fh.fileno())
         for tmp, dest in temps:
             os.replace(tmp, dest)
-    except OSError as exc:
+    except BaseException as exc:  # also Ctrl-C: never leave temporaries behind
         for tmp, _ in temps:
             tmp.unlink(missing_ok=True)
         for d in reversed(created_dirs):
@@ -103,7 +103,9 @@ def write_atomically(
                 d.rmdir()
             except OSError:
                 pass
-        raise OutputError(f"cannot write outputs to {root}: {exc}") from None
+        if isinstance(exc, OSError):
+            raise OutputError(f"cannot write outputs to {root}: {exc}") from None
+        raise
     return tuple(dest for dest, _ in targets)
 
 
