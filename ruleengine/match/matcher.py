@@ -104,11 +104,14 @@ def _find(
         )
         head_rule = {h: name for name, (h, _a, _c) in prog.rules.items()}
         stats["by_rule"] = {head_rule[h]: t for h, t in timings.items()}  # type: ignore[assignment]
+    matched = {(c.rule, c.nodes) for c in candidates.values()}
     return MatchResult(
         candidates=tuple(sorted(candidates.values(), key=lambda c: c.key)),
+        # a subgraph one alternative matched is no near miss of another alternative
         near_misses=tuple(
             sorted(
-                (n for k, n in near.items() if k not in candidates), key=lambda n: n.candidate.key
+                (n for n in near.values() if (n.candidate.rule, n.candidate.nodes) not in matched),
+                key=lambda n: n.candidate.key,
             )
         ),
         seconds=t4 - t0,
