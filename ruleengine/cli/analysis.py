@@ -322,3 +322,61 @@ def compare_command(
             )
 
     guarded(run)
+
+
+def targets_rows() -> list[dict]:
+    """Every bundled target with the figures the cost model uses."""
+    from ruleengine.cost.targets import DEFAULT_TARGET, known_targets, load_target
+
+    rows = []
+    for name in known_targets():
+        t = load_target(name)
+        rows.append(
+            {
+                "name": t.name,
+                "default": name == DEFAULT_TARGET,
+                "ub_bytes": t.ub_bytes,
+                "ub_usable_bytes": t.ub_usable_bytes,
+                "l1_bytes": t.l1_bytes,
+                "l0c_bytes": t.l0c_bytes,
+                "cores": t.cores,
+                "vector_cores": t.vector_cores,
+                "hbm_bandwidth": t.hbm_bandwidth,
+                "peak_flops": dict(t.peak_flops),
+                "max_fused_inputs": t.max_fused_inputs,
+                "description": t.description,
+            }
+        )
+    return rows
+
+
+@app.command("targets")
+def targets_command(fmt: Format = _FORMAT) -> None:
+    """List the bundled hardware targets (use a name or a YAML file with --target)."""
+
+    def run() -> None:
+        rows = targets_rows()
+        if fmt is Format.json:
+            typer.echo(json.dumps({"schema_version": 1, "targets": rows}, indent=2))
+            return
+        head = ("target", "UB", "L1", "L0C", "cores", "fp16 peak", "HBM", "max inputs")
+        table = [head] + [
+            (
+                r["name"] + (" (default)" if r["default"] else ""),
+                kb(r["ub_bytes"]),
+                kb(r["l1_bytes"]),
+                kb(r["l0c_bytes"]),
+                f"{r['cores']}/{r['vector_cores']}",
+                f"{r['peak_flops'].get('float16', 0) / 1e12:.0f} TFLOPS",
+                f"{r['hbm_bandwidth'] / 1e12:.1f} TB/s",
+                str(r["max_fused_inputs"]),
+            )
+            for r in rows
+        ]
+        widths = [max(len(row[i]) for row in table) for i in range(len(head))]
+        for row in table:
+            typer.echo(
+                "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
+            )
+
+    guarded(run)

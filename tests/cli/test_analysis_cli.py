@@ -194,3 +194,14 @@ def test_explain_golden(case, tmp_path, monkeypatch, which, fmt, suffix) -> None
     if UPDATE:
         golden.write_text(got)
     assert got == golden.read_text()
+
+
+def test_targets_lists_the_bundled_targets() -> None:
+    res = run("targets")
+    assert res.exit_code == 0, res.output
+    lines = res.stdout.splitlines()
+    assert lines[0].split()[:3] == ["target", "UB", "L1"]
+    assert any(line.startswith("ascend910b (default)  192 KB") for line in lines)
+    doc = json.loads(run("targets", "-f", "json").stdout)
+    names = {t["name"] for t in doc["targets"]}
+    assert {"ascend910", "ascend910b", "ascend910b3", "ascend910b4", "ascend310p"} <= names
