@@ -24,6 +24,7 @@ ENV_DISABLE = "AUTOFUSION_DISABLE"
 # Test-only hook (docs/fuse.md): comma-separated rule names whose fused function bodies
 # are deliberately corrupted, so tests can prove that --safe finds and drops them.
 ENV_CORRUPT = "AUTOFUSION_TEST_CORRUPT_RULES"
+TERMINAL_REJECTED_ROWS = 25  # report.txt lists every candidate not fused
 
 
 class Preset(StrEnum):
@@ -144,7 +145,10 @@ def fuse_command(
         if fmt is Format.json:
             typer.echo(json.dumps(report_json(result.plan, names), indent=2))
         else:
-            typer.echo(report_text(result.plan, names, outdir=str(outdir)), nl=False)
+            text = report_text(
+                result.plan, names, outdir=str(outdir), max_rejected=TERMINAL_REJECTED_ROWS
+            )
+            typer.echo(text, nl=False)
         v = result.plan.verification
         if v is not None and not v.ok:
             typer.echo(

@@ -116,9 +116,18 @@ def _table(headers: Sequence[str], rows: Sequence[Sequence[str]], right: set[int
 
 
 def report_text(
-    plan: Plan, files: Sequence[str] = (), *, outdir: str | None = None, timings: bool = True
+    plan: Plan,
+    files: Sequence[str] = (),
+    *,
+    outdir: str | None = None,
+    timings: bool = True,
+    max_rejected: int | None = None,
 ) -> str:
-    """report.txt and the terminal output of ``autofusion fuse``."""
+    """report.txt and the terminal output of ``autofusion fuse``.
+
+    ``max_rejected`` shortens the list of candidates not fused (the terminal shows the
+    first ones; report.txt has them all).
+    """
     lines: list[str] = [
         f"autofusion fuse: {plan.model} (graph {plan.graph_name}), target {plan.target}",
         "",
@@ -151,9 +160,18 @@ def report_text(
         lines.append("Fused groups: none")
     lines.append("")
     if plan.rejected:
-        lines.append(f"Not fused ({len(plan.rejected)} candidates)")
-        rows = [[r.rule, _nodes_short(r.nodes), r.verdict, r.reason] for r in plan.rejected]
+        counts: dict[str, int] = {}
+        for r in plan.rejected:
+            counts[r.verdict] = counts.get(r.verdict, 0) + 1
+        summary = ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))
+        lines.append(f"Not fused ({len(plan.rejected)} candidates: {summary})")
+        shown = plan.rejected if max_rejected is None else plan.rejected[:max_rejected]
+        rows = [[r.rule, _nodes_short(r.nodes), r.verdict, r.reason] for r in shown]
         lines += _table(["rule", "nodes", "verdict", "reason"], rows, set())
+        if len(shown) < len(plan.rejected):
+            lines.append(
+                f"  ... {len(plan.rejected) - len(shown)} more in report.txt and plan.json"
+            )
         lines.append("")
     active = [s for s in plan.rules if s.matched]
     silent = len(plan.rules) - len(active)

@@ -196,3 +196,18 @@ def test_output_files_have_ordinary_permissions(model, tmp_path):
     mask = os.umask(0)
     os.umask(mask)
     assert (out / "plan.json").stat().st_mode & 0o777 == 0o666 & ~mask
+
+
+def test_svg_is_written_when_graphviz_is_on_path(model, tmp_path, monkeypatch):
+    # a stand-in for Graphviz's `dot`: reads DOT on stdin, writes an SVG on stdout
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    fake = bindir / "dot"
+    fake.write_text("#!/bin/sh\ncat > /dev/null\necho '<svg>fused</svg>'\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bindir}:{__import__('os').environ['PATH']}")
+    out = tmp_path / "out"
+    res = run(str(model), "--rules", str(GOLDEN_RULES), "-o", str(out))
+    assert res.exit_code == 0, res.output
+    assert (out / "graph.svg").read_text().strip() == "<svg>fused</svg>"
+    assert "graph.svg" in res.stdout
