@@ -50,3 +50,23 @@ def test_options_benefit_threshold_and_safe_mode():
 def test_greedy_solver_and_enable(tmp_path):
     plan = ruleengine.fuse(EXAMPLE, [RULES], solver="greedy", enable=["golden_conv_bn_relu"]).plan
     assert plan.solver == "greedy" and [g.rule for g in plan.groups] == ["golden_conv_bn_relu"]
+
+
+def test_pipeline_reports_progress_and_stage_timings():
+    from ruleengine.pipeline import fuse
+
+    seen: list[str] = []
+    result = fuse(EXAMPLE, [RULES], verify=True, progress=seen.append)
+    assert seen[0] == "loading rules" and "verifying in onnxruntime" in seen
+    stages = [name for name, _ in result.plan.timings]
+    assert stages == [
+        "rules",
+        "graph",
+        "match",
+        "cost",
+        "resolve",
+        "rewrite",
+        "verify",
+        "check",
+        "emit",
+    ]
