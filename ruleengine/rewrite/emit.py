@@ -156,6 +156,13 @@ def render_files(
             base = g.kernel.dot_graph_path or "."
             path = f"{base}/{g.kernel.kernel_name}.dot"
             rule_dots.setdefault(safe_relpath(path, "rule DOT graph"), []).append(g)
+    reserved = {*files, "report.txt", "report.json", "graph.svg"}
+    for path, groups in [*kernels.items(), *rule_dots.items()]:
+        if path in reserved:
+            raise OutputError(
+                f"rule {groups[0].rule}: output file {path} would overwrite the fuse "
+                f"output of the same name; change output.kernel_name or its path"
+            )
     for path, groups in sorted(kernels.items()):
         files[path] = json_bytes(
             {

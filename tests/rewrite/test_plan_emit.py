@@ -141,3 +141,21 @@ def test_write_atomically_never_overwrites_the_input(tmp_path):
     with pytest.raises(OutputError, match="input model"):
         write_atomically(tmp_path, {"m.onnx": b"x"}, protect=(model,))
     assert model.read_bytes() == b"original"
+
+
+def test_rule_output_colliding_with_a_fuse_output_is_refused(graph):
+    rules = RuleSet((rule("cbr", "ConvBnRelu", kernel="graph", gen_dot_graph=True),))
+    groups = build_groups(graph, [scored("cbr", ["conv", "bn", "relu"])], rules)
+    res = resolution([groups[0].scored])
+    plan = build_plan(
+        model_name="m.onnx",
+        graph=graph,
+        rule_set=rules,
+        target=TARGET,
+        match=MatchResult((groups[0].scored.candidate,)),
+        scored=(groups[0].scored,),
+        resolution=res,
+        groups=groups,
+    )
+    with pytest.raises(OutputError, match="would overwrite"):
+        render_files(plan=plan, fused_model_files={"m.fused.onnx": b""}, graph=graph)
