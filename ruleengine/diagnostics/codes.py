@@ -345,6 +345,18 @@ _CODES: tuple[CodeInfo, ...] = (
         "rewrite:\n  target_op: A\n",
         command="check",
     ),
+    CodeInfo(
+        "AF306",
+        "disconnected-pattern",
+        _W,
+        "Some ops of a pattern are not connected to the others.",
+        "Ops are connected by chaining (no `input_sources`: op i consumes op i-1) and by "
+        "`from_op` links. A part of the pattern with no link to op 0 would be matched "
+        "against every unrelated node (a cross product): slow, and never a fusible group.",
+        "name: a\nmatch:\n  ops:\n    - type: MatMul\n    - type: Relu\n      input_sources:\n"
+        "        input0:\n          source_type: const_or_param\nrewrite:\n  target_op: A\n",
+        command="check",
+    ),
 )
 
 CODES: Mapping[str, CodeInfo] = {c.code: c for c in _CODES}

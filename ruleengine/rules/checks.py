@@ -234,10 +234,56 @@ def check_never_matches(rule: Rule) -> list[Diagnostic]:
     return out
 
 
+def _components(ops: Sequence[OpPattern]) -> list[list[int]]:
+    """Connected components of a pattern: chain links and from_op links, undirected."""
+    parent = list(range(len(ops)))
+
+    def find(x: int) -> int:
+        while parent[x] != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    for op in ops:
+        sources = [op.index - 1] if op.input_sources is None and op.index > 0 else []
+        sources += [s.from_op for s in op.input_sources or () if s.from_op is not None]
+        for j in sources:
+            if 0 <= j < len(ops):
+                parent[find(j)] = find(op.index)
+    groups: dict[int, list[int]] = {}
+    for i in range(len(ops)):
+        groups.setdefault(find(i), []).append(i)
+    return sorted(groups.values())
+
+
+def check_disconnected(rule: Rule) -> list[Diagnostic]:
+    out = []
+    for alt in rule.alternatives:
+        parts = _components(alt.ops)
+        if len(parts) < 2:
+            continue
+        loose = [i for part in parts[1:] for i in part]
+        first = alt.ops[loose[0]]
+        names = ", ".join(f"{i} ({alt.ops[i].type})" for i in loose)
+        out.append(
+            codes.make(
+                "disconnected-pattern",
+                f"rule {rule.name!r}: op{'s' if len(loose) > 1 else ''} {names} "
+                f"{'are' if len(loose) > 1 else 'is'} not connected to op 0; the match would "
+                f"pair unrelated nodes",
+                _loc(rule, first),
+                hint="connect each op with `input_sources: {inputK: {from_op: j}}` (or drop "
+                "input_sources to chain it to the previous op), or split the rule",
+            )
+        )
+    return out
+
+
 RULE_CHECKS: dict[str, Callable[[Rule], list[Diagnostic]]] = {
     "unknown-param": check_unknown_params,
     "no-hbm-saving": check_no_hbm_saving,
     "never-matches": check_never_matches,
+    "disconnected-pattern": check_disconnected,
 }
 
 
