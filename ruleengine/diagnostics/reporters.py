@@ -188,7 +188,6 @@ def render_sarif(diags: Sequence[Diagnostic], summary: Summary) -> str:
                     "driver": {
                         "name": "autofusion",
                         "version": __version__,
-                        "informationUri": "https://github.com/autofusion/autofusion",
                         "rules": rules,
                     }
                 },
