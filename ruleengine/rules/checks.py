@@ -316,11 +316,28 @@ def _signature(alt_ops: Sequence[OpPattern]) -> tuple[str, ...]:
     )
 
 
+def _onnx_params(op: OpPattern) -> dict[str, Any]:
+    """An op's params keyed by what they check on the node (alias renames applied)."""
+    alias = op_type_info(op.type).alias
+    out: dict[str, Any] = dict(alias.implied_params) if alias else {}
+    for name, value in op.params.items():
+        mapping = alias.params.get(name) if alias else None
+        if mapping is not None and mapping.kind == ParamKind.ATTR and mapping.onnx_attr:
+            hits = [v for k, v in mapping.value_map.items() if values_equal(value, k)]
+            out[mapping.onnx_attr] = hits[0] if hits else value
+        elif mapping is not None and mapping.kind == ParamKind.INPUT_CONST:
+            out[f"input{mapping.input_index}"] = value
+        else:
+            out[name] = value
+    return out
+
+
 def _params_compatible(a: Sequence[OpPattern], b: Sequence[OpPattern]) -> bool:
     """False when some op is given two different values for one param (disjoint matches)."""
     for x, y in zip(a, b, strict=True):
-        for key in set(x.params) & set(y.params):
-            if not values_equal(x.params[key], y.params[key]):
+        px, py = _onnx_params(x), _onnx_params(y)
+        for key in set(px) & set(py):
+            if not values_equal(px[key], py[key]):
                 return False
     return True
 

@@ -201,3 +201,20 @@ def test_schema_errors_do_not_hide_semantic_findings():
         ("AF104", 9),
     ]
     assert res.rules == ()
+
+
+def test_conflicts_compare_params_after_alias_resolution(tmp_path: Path):
+    from ruleengine.rules import lint_paths
+
+    def rule(name: str, op: str, params: str) -> str:
+        return (
+            f"name: {name}\npriority: 5\nmatch:\n  ops:\n    - type: {op}\n"
+            f"      params: {{{params}}}\n    - type: Relu\nrewrite:\n  target_op: {name}\n"
+        )
+
+    disjoint = tmp_path / "disjoint.yaml"
+    disjoint.write_text(rule("a", "Conv2d", "groups: 1") + "---\n" + rule("b", "Conv", "group: 2"))
+    assert lint_paths([disjoint], set_checks=True).diagnostics == ()
+    same = tmp_path / "same.yaml"
+    same.write_text(rule("a", "Conv2d", "groups: 1") + "---\n" + rule("b", "Conv", "group: 1.0"))
+    assert [d.code for d in lint_paths([same], set_checks=True).diagnostics] == ["AF302"]
