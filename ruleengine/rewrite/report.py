@@ -205,7 +205,8 @@ def report_text(
     ]
     if plan.unknown_traffic_tensors:
         lines.append(
-            f"  note: {plan.unknown_traffic_tensors} tensors of unknown size not counted in HBM traffic"
+            f"  note: {plan.unknown_traffic_tensors} tensors of unknown size"
+            " not counted in HBM traffic"
         )
     v = plan.verification
     lines.append("")
