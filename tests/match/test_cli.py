@@ -1,0 +1,85 @@
+"""The match and explain-rule commands: exit codes, stdout and stderr together."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from ruleengine.cli import app
+
+from .helpers import MODELS, SHARED
+
+SEED = SHARED / "seed-rules"
+runner = CliRunner()
+
+
+def test_match_text_table_and_totals() -> None:
+    res = runner.invoke(
+        app,
+        [
+            "match",
+            str(MODELS / "resnet18-narrow.ts-keepbn.onnx"),
+            "--rules",
+            str(SEED / "conv_bn_relu_fusion.yaml"),
+        ],
+    )
+    assert res.exit_code == 0, res.output
+    lines = res.stdout.splitlines()
+    assert lines[0].split()[:3] == ["RULE", "ALT", "NODES"]
+    assert sum(1 for ln in lines if ln.startswith("Conv_BN_Relu_Fusion")) == 9
+    assert "9 candidates from 1 rule" in res.stdout or "9 candidate(s)" in res.stdout
+
+
+def test_match_reports_unbound_dims_on_stderr() -> None:
+    res = runner.invoke(
+        app,
+        [
+            "match",
+            str(MODELS / "gpt2-tiny.ts.onnx"),
+            "--rules",
+            str(SEED / "matmul_reshape_fusion.yaml"),
+        ],
+    )
+    assert res.exit_code == 0
+    assert "unbound symbolic dims" in res.stderr
+
+
+def test_match_bad_inputs_exit_2_without_traceback(tmp_path: Path) -> None:
+    bad_model = tmp_path / "bad.onnx"
+    bad_model.write_bytes(b"not a model")
+    res = runner.invoke(
+        app, ["match", str(bad_model), "--rules", str(SEED / "conv_bn_relu_fusion.yaml")]
+    )
+    assert res.exit_code == 2
+    assert "AF501" in res.stderr and "Traceback" not in res.output
+    res = runner.invoke(
+        app,
+        [
+            "match",
+            str(MODELS / "resnet18-narrow.ts.onnx"),
+            "--rules",
+            str(SEED / "chunked_rewrite_fragment.yaml"),
+        ],
+    )
+    assert res.exit_code == 2 and "Traceback" not in res.output
+    res = runner.invoke(
+        app, ["match", str(MODELS / "resnet18-narrow.ts.onnx"), "--preset", "cnn", "--dim", "oops"]
+    )
+    assert res.exit_code == 2 and "--dim" in res.stderr
+
+
+def test_explain_rule_text_and_model() -> None:
+    res = runner.invoke(
+        app,
+        [
+            "explain-rule",
+            str(SEED / "conv_add_swish_branches.yaml"),
+            "--model",
+            str(MODELS / "resnet18-narrow.ts.onnx"),
+        ],
+    )
+    assert res.exit_code == 0, res.output
+    assert "op 2: Swish -> ONNX Swish; composite forms silu" in res.stdout
+    assert "alternative 2 (branch 1)" in res.stdout
+    assert "11 candidate(s)" in res.stdout
