@@ -17,7 +17,7 @@ from ruleengine.errors import UsageError
 from ruleengine.graph.model import Graph
 from ruleengine.resolve.greedy import select_greedy
 from ruleengine.resolve.model import Resolution
-from ruleengine.resolve.topology import Contraction, find_cycle, topology
+from ruleengine.resolve.topology import Contraction, find_cycle, graph_topology
 
 SOLVERS = ("exact", "greedy")
 # Components with at most this many candidates are solved by exhaustive enumeration
@@ -70,7 +70,7 @@ def _lost_reasons(
 
 
 def _order_chosen(graph: Graph, chosen: Sequence[ScoredCandidate]) -> tuple[ScoredCandidate, ...]:
-    pos = topology(graph).pos
+    pos = graph_topology(graph).pos
     return tuple(
         sorted(chosen, key=lambda s: (min(pos[n] for n in s.candidate.nodes), s.candidate.key))
     )

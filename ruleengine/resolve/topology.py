@@ -9,7 +9,7 @@ local group touches only the nodes between its first and last node, not the whol
 
 from __future__ import annotations
 
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -28,7 +28,7 @@ class Topology:
 _CACHE: dict[int, tuple[Graph, Topology]] = {}
 
 
-def topology(graph: Graph) -> Topology:
+def graph_topology(graph: Graph) -> Topology:
     hit = _CACHE.get(id(graph))
     if hit is not None and hit[0] is graph:
         return hit[1]
@@ -52,7 +52,7 @@ def topology(graph: Graph) -> Topology:
 
 def is_convex(graph: Graph, nodes: Iterable[str]) -> bool:
     """True when no path from the set to itself runs through a node outside it."""
-    topo = topology(graph)
+    topo = graph_topology(graph)
     inside = set(nodes)
     if len(inside) <= 1:
         return True
@@ -81,13 +81,13 @@ class Contraction:
     """
 
     def __init__(self, graph: Graph, groups: Iterable[frozenset[str]] = ()) -> None:
-        self.topo = topology(graph)
+        self.topo = graph_topology(graph)
         self.groups: list[frozenset[str]] = []
         self.owner: dict[str, int] = {}
-        self._spans: list[tuple[int, int]] = []  # (first, last) position, sorted
-        self._los: list[int] = []
-        self._prefix_max: list[int] = []
-        self._dirty = False
+        # The union of the groups' [first, last] position spans, as disjoint sorted
+        # intervals (spans that overlap or touch are merged).
+        self._starts: list[int] = []
+        self._ends: list[int] = []
         for g in groups:
             self.add(g)
 
@@ -95,27 +95,23 @@ class Contraction:
         gi = len(self.groups)
         self.groups.append(group)
         ps = [self.topo.pos[n] for n in group]
-        self._spans.append((min(ps), max(ps)))
+        lo, hi = min(ps), max(ps)
+        i = bisect_left(self._ends, lo)  # first interval ending at or after lo
+        j = bisect_right(self._starts, hi)  # past the last one starting at or before hi
+        if i < j:
+            lo, hi = min(lo, self._starts[i]), max(hi, self._ends[j - 1])
+        self._starts[i:j] = [lo]
+        self._ends[i:j] = [hi]
         for n in group:
             self.owner[n] = gi
-        self._dirty = True
         return gi
 
     def _bound(self, start: int) -> int:
-        if self._dirty:
-            self._spans.sort()
-            self._los = [lo for lo, _ in self._spans]
-            running, self._prefix_max = -1, []
-            for _, hi in self._spans:
-                running = max(running, hi)
-                self._prefix_max.append(running)
-            self._dirty = False
-        bound = start
-        while True:
-            k = bisect_right(self._los, bound)
-            if k == 0 or self._prefix_max[k - 1] <= bound:
-                return bound
-            bound = self._prefix_max[k - 1]
+        """The end of the merged span holding ``start`` (or ``start`` in a gap)."""
+        k = bisect_right(self._starts, start) - 1
+        if k >= 0 and self._ends[k] >= start:
+            return self._ends[k]
+        return start
 
     def closes_cycle(self, group: frozenset[str]) -> tuple[int, ...] | None:
         """Indices of chosen groups on a cycle that ``group`` would close, or None.
@@ -181,7 +177,7 @@ def find_cycle(graph: Graph, groups: Sequence[frozenset[str]]) -> tuple[int, ...
     """
     if len(groups) < 2:
         return None
-    topo = topology(graph)
+    topo = graph_topology(graph)
     owner: dict[str, int] = {}
     lo, hi = len(topo.names), -1
     for i, g in enumerate(groups):
