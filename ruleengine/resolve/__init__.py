@@ -1,9 +1,11 @@
 """Conflict resolution: pick non-overlapping candidates that keep the graph acyclic.
 
 ``resolve(graph, scored, solver="exact")`` solves each independent component (candidates
-linked by shared nodes, or by a cycle they would form together) with CP-SAT, adding a
-no-good cut for every contracted cycle found among the chosen groups and re-solving until
-none is left. ``solver="greedy"`` is the graph-autofusion reference: by net benefit.
+linked by shared nodes, or by a cycle they would form together) on its own: by
+enumeration when it is tiny, else with CP-SAT (``exact.py``). After each round the chosen
+groups are contracted and checked for a cycle; a cycle adds a no-good cut, merges the
+components it touches, and that component is solved again, until none is left.
+``solver="greedy"`` is the graph-autofusion reference: by net benefit, descending.
 """
 
 from __future__ import annotations
