@@ -136,6 +136,8 @@ def build_groups(
         rule = rules[sc.candidate.rule]
         nodes = tuple(sorted(set(sc.candidate.nodes), key=index.__getitem__))
         inputs, outputs = group_boundary(graph, nodes)
+        if not outputs:  # dead code: a function still needs an output to be a valid call
+            outputs = tuple(t for t in graph.node(nodes[-1]).outputs if t)
         groups.append(
             FusedGroup(
                 id=gid,
