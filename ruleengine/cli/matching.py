@@ -36,7 +36,7 @@ def _warn_graph(graph) -> None:
     if graph.unbound_dims:
         typer.echo(
             f"note: unbound symbolic dims: {', '.join(graph.unbound_dims)} "
-            "(bind input dims with --dim name=value)",
+            "(bind them with --dim name=value)",
             err=True,
         )
 

@@ -304,16 +304,16 @@ def graph_from_model(
     _bind_dims(model_copy, dims)
     declared = {
         d.dim_param
-        for vi in model_copy.graph.input
+        for vi in (*model.graph.input, *model.graph.output, *model.graph.value_info)
         for d in vi.type.tensor_type.shape.dim
         if d.HasField("dim_param")
     }
     pre_warn = tuple(
         _diag(
             "bad-dim",
-            f"--dim {name}={dims[name]} binds no symbolic input dimension of the model",
+            f"--dim {name}={dims[name]} binds no symbolic dimension of the model",
             where,
-            f"symbolic input dims: {', '.join(sorted(declared)) or 'none'}",
+            f"symbolic dims: {', '.join(sorted(declared)) or 'none'}",
             Severity.WARNING,
         )
         for name in sorted(dims)
