@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cache
 
 from ruleengine.ops.model import OpAlias, ParamKind, ParamMapping
@@ -112,6 +112,7 @@ class OnnxOpInfo:
     max_inputs: int  # the largest input count across versions (2**31-1 for variadic)
     max_outputs: int
     min_inputs: int = 0  # the smallest required input count across versions
+    attr_types: Mapping[str, str] = field(default_factory=dict)  # attr -> INT, FLOATS, ...
 
 
 @cache
@@ -123,18 +124,21 @@ def onnx_ops() -> Mapping[str, OnnxOpInfo]:
     max_in: dict[str, int] = {}
     max_out: dict[str, int] = {}
     min_in: dict[str, int] = {}
+    types: dict[str, dict[str, str]] = {}
     schemas = [s for s in onnx.defs.get_all_schemas_with_history() if s.domain in ("", "ai.onnx")]
     # Attributes dropped before opset 6 (consumed_inputs, ...) are not worth suggesting.
     modern = {s.name for s in schemas if s.since_version >= 6}
-    for schema in schemas:
+    for schema in sorted(schemas, key=lambda x: (x.name, x.since_version)):
         if schema.since_version < 6 and schema.name in modern:
             continue
         attrs.setdefault(schema.name, set()).update(schema.attributes)
+        for attr_name, attr in schema.attributes.items():  # later versions win
+            types.setdefault(schema.name, {})[attr_name] = attr.type.name
         max_in[schema.name] = max(max_in.get(schema.name, 0), schema.max_input)
         max_out[schema.name] = max(max_out.get(schema.name, 0), schema.max_output)
         min_in[schema.name] = min(min_in.get(schema.name, schema.min_input), schema.min_input)
     return {
-        n: OnnxOpInfo(n, frozenset(a), max_in[n], max_out[n], min_in[n])
+        n: OnnxOpInfo(n, frozenset(a), max_in[n], max_out[n], min_in[n], types.get(n, {}))
         for n, a in sorted(attrs.items())
     }
 

@@ -141,12 +141,78 @@ def _input_count_findings(rule: Rule, op: OpPattern, info: OpTypeInfo) -> list[D
     return out
 
 
+def _fits_attr_type(value: Any, attr_type: str) -> bool:
+    """Could an ONNX attribute of this type ever equal the rule's value?"""
+
+    def is_int(v: Any) -> bool:
+        v = _num(v)
+        return isinstance(v, bool | int) or (isinstance(v, float) and v.is_integer())
+
+    def is_float(v: Any) -> bool:
+        return isinstance(_num(v), bool | int | float)
+
+    if attr_type == "INT":
+        return is_int(value)
+    if attr_type == "FLOAT":
+        return is_float(value)
+    if attr_type == "STRING":
+        return isinstance(value, str)
+    if attr_type in ("INTS", "FLOATS", "STRINGS"):
+        if not isinstance(value, tuple | list):
+            return False
+        item = {"INTS": is_int, "FLOATS": is_float, "STRINGS": lambda v: isinstance(v, str)}
+        return all(item[attr_type](v) for v in value)
+    return True  # tensors, graphs, ...: not checked here
+
+
+_TYPE_WORDS = {
+    "INT": "an integer",
+    "FLOAT": "a number",
+    "STRING": "a string",
+    "INTS": "a list of integers",
+    "FLOATS": "a list of numbers",
+    "STRINGS": "a list of strings",
+}
+
+
+def _type_findings(rule: Rule, op: OpPattern, info: OpTypeInfo) -> list[Diagnostic]:
+    """A param whose value can never equal the ONNX attribute it checks (wrong kind)."""
+    from ruleengine.ops.aliases import onnx_ops
+
+    out = []
+    ops = onnx_ops()
+    alias = info.alias
+    for param, value in op.params.items():
+        mapping = alias.params.get(param) if alias else None
+        if mapping is not None:
+            if mapping.kind != ParamKind.ATTR or mapping.value_map or not mapping.onnx_attr:
+                continue
+            attr = mapping.onnx_attr
+        else:
+            attr = param
+        kinds = [ops[t].attr_types[attr] for t in info.onnx_types if attr in ops[t].attr_types]
+        if not kinds or any(_fits_attr_type(value, k) for k in kinds):
+            continue
+        out.append(
+            codes.make(
+                "never-matches",
+                f"{op.type}.{param}: ONNX {attr!r} is {_TYPE_WORDS.get(kinds[0], kinds[0])}, "
+                f"so {_fmt(value)} never matches",
+                _loc(rule, op, param),
+                hint=f"write {_TYPE_WORDS.get(kinds[0], 'a value of type ' + kinds[0])}",
+            )
+        )
+    return out
+
+
 def check_never_matches(rule: Rule) -> list[Diagnostic]:
     out = []
     for alt in rule.alternatives:
         for op in alt.ops:
             info = op_type_info(op.type)
             out.extend(_input_count_findings(rule, op, info))
+            if info.kind in ("alias", "onnx"):
+                out.extend(_type_findings(rule, op, info))
             alias = info.alias
             if alias is None:
                 continue

@@ -218,3 +218,24 @@ def test_conflicts_compare_params_after_alias_resolution(tmp_path: Path):
     same = tmp_path / "same.yaml"
     same.write_text(rule("a", "Conv2d", "groups: 1") + "---\n" + rule("b", "Conv", "group: 1.0"))
     assert [d.code for d in lint_paths([same], set_checks=True).diagnostics] == ["AF302"]
+
+
+@pytest.mark.parametrize(
+    ("op", "params", "bad"),
+    [
+        ("Conv2d", "kernel_size: 3", True),  # kernel_shape is a list
+        ("Conv2d", "kernel_size: [3, 3]", False),
+        ("Conv", "group: one", True),
+        ("Softmax", "axis: '-1'", False),  # a numeric string compares by meaning
+        ("LeakyRelu", "alpha: [0.1]", True),
+        ("Gelu", "approximate: tanh", False),
+        ("BatchNorm", "eps: 1e-5", False),
+    ],
+)
+def test_param_value_kinds(op: str, params: str, bad: bool, tmp_path: Path):
+    from ruleengine.rules import lint_paths
+
+    f = tmp_path / "kinds.yaml"
+    f.write_text(MINIMAL.replace("- type: Relu", f"- type: {op}\n      params: {{{params}}}"))
+    codes = [d.code for d in lint_paths([f], set_checks=True).diagnostics]
+    assert codes == (["AF305"] if bad else [])
