@@ -232,3 +232,45 @@ def test_large_component_goes_to_cp_sat_and_matches_interval_dp() -> None:
     assert len(cands) > resolve_module.ENUMERATE_UP_TO and res.components == 1
     assert res.status == "OPTIMAL" and res.objective == best[n]
     assert res.objective >= resolve(graph, cands, solver="greedy").objective
+
+
+def _crafted_chain() -> tuple[Graph, list[ScoredCandidate]]:
+    # Pairs along a 12-node chain, odd pairs heavier: greedy takes the five odd pairs
+    # (55), the optimum the six even ones (60). One component of 11: goes to CP-SAT.
+    graph = dag(12, {(i, i + 1) for i in range(11)})
+    cands = [scored(f"w{i}", (f"n{i}", f"n{i + 1}"), 11 if i % 2 else 10) for i in range(11)]
+    return graph, cands
+
+
+def test_time_limited_solve_reports_feasible_with_bound_and_gap(monkeypatch) -> None:
+    import ruleengine.resolve.exact as exact_module
+
+    real = exact_module.solve_component
+
+    def stopped_early(weights, node_sets, cuts, **kw):
+        sol = real(weights, node_sets, cuts, **kw)  # as if the limit hit before the proof
+        return exact_module.ComponentSolution(
+            sol.selected, "FEASIBLE", sol.objective, sol.objective + 20, sol.seconds
+        )
+
+    monkeypatch.setattr(exact_module, "solve_component", stopped_early)
+    graph, cands = _crafted_chain()
+    res = resolve(graph, cands, solver="exact")
+    greedy = resolve(graph, cands, solver="greedy")
+    assert (res.status, res.objective, greedy.objective) == ("FEASIBLE", 60, 55)
+    assert res.bound == 80 and res.gap == 0.25
+
+
+def test_no_solution_within_the_time_limit_falls_back_on_greedy(monkeypatch) -> None:
+    import ruleengine.resolve.exact as exact_module
+
+    def nothing(weights, node_sets, cuts, **kw):
+        return exact_module.ComponentSolution(frozenset(), "UNKNOWN", 0, sum(weights), 0.0)
+
+    monkeypatch.setattr(exact_module, "solve_component", nothing)
+    graph, cands = _crafted_chain()
+    res = resolve(graph, cands, solver="exact")
+    greedy = resolve(graph, cands, solver="greedy")
+    assert res.status == "FEASIBLE"
+    assert [c.candidate.rule for c in res.chosen] == [c.candidate.rule for c in greedy.chosen]
+    assert res.objective == greedy.objective == 55 and res.gap > 0
