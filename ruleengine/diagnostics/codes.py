@@ -339,8 +339,10 @@ _CODES: tuple[CodeInfo, ...] = (
         _W,
         "Contradictory params: the pattern can never match a real node.",
         "For example a param that is fixed for every ONNX node given another value "
-        "(MatMul transpose_b: true), a value outside the param's known values, or two "
-        "params that map onto the same ONNX attribute with different values.",
+        "(MatMul transpose_b: true), a value outside the param's known values, a value of "
+        "the wrong kind for its ONNX attribute (kernel_size: 3 where kernel_shape is a "
+        "list), min/max_inputs the op cannot have, or two params that map onto the same "
+        "ONNX attribute with different values.",
         "name: a\nmatch:\n  ops:\n    - type: MatMul\n      params:\n        transpose_b: true\n"
         "rewrite:\n  target_op: A\n",
         command="check",
