@@ -33,6 +33,13 @@ def _dims(values: list[str]) -> dict[str, int]:
 def _warn_graph(graph) -> None:
     for diag in graph.warnings:
         typer.echo(f"warning: {diag.code} {diag.message}", err=True)
+    if graph.opaque_nodes:
+        shown = ", ".join(graph.opaque_nodes[:5]) + (", ..." if len(graph.opaque_nodes) > 5 else "")
+        typer.echo(
+            f"note: {len(graph.opaque_nodes)} opaque node(s) (control flow or unknown domain) "
+            f"are never fused: {shown}",
+            err=True,
+        )
     if graph.unbound_dims:
         typer.echo(
             f"note: unbound symbolic dims: {', '.join(graph.unbound_dims)} "
