@@ -184,16 +184,29 @@ def check_channel_divisibility(ctx: Context, c: Constraint) -> Failure | None:
 
 
 def check_single_consumer(ctx: Context, c: Constraint) -> Failure | None:
-    """Each intermediate feeds one pattern op (a composite such as x*Sigmoid(x) is one op)."""
+    """A tensor passed between pattern ops has one reader: that pattern op, nobody else.
+
+    A composite such as x*Sigmoid(x) is one pattern op, so its two reads count once; a
+    read from outside the group counts as another consumer (this matters when the rule
+    sets ``allow_intermediate_outputs: true``).
+    """
     op_of = {n: i for i, group in enumerate(ctx.bindings) for n in group}
-    for t in ctx.io.intermediates:
-        consumers = ctx.graph.tensors[t].consumers
-        if len({op_of.get(n, n) for n, _ in consumers}) > 1:
-            names = ", ".join(sorted({n for n, _ in consumers}))
-            return Failure(
-                "constraint-single-consumer",
-                f"single_consumer failed: {t} is read by several nodes ({names})",
-            )
+    inside = {n.name for n in ctx.io.nodes}
+    for node in ctx.io.nodes:
+        for t in node.outputs:
+            tensor = ctx.graph.tensors.get(t) if t else None
+            if tensor is None or not any(n in inside for n, _ in tensor.consumers):
+                continue
+            readers = {
+                op_of.get(n, n) if n in inside else f"outside:{n}" for n, _ in tensor.consumers
+            }
+            if len(readers) > 1 or tensor.is_graph_output:
+                names = ", ".join(sorted({n for n, _ in tensor.consumers}))
+                return Failure(
+                    "constraint-single-consumer",
+                    f"single_consumer failed: {t} is read by several nodes ({names})"
+                    + (" and is a graph output" if tensor.is_graph_output else ""),
+                )
     return None
 
 

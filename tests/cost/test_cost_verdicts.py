@@ -192,3 +192,19 @@ def test_near_misses_from_matching_come_through_with_their_verdict() -> None:
     assert verdicts == ["fuse", "intermediate_escapes"]
     (miss,) = [s for s in scored if s.verdict is Verdict.INTERMEDIATE_ESCAPES]
     assert miss.code == "intermediate-escapes" and miss.reason == "c is read by X"
+
+
+def test_single_consumer_counts_readers_outside_the_group() -> None:
+    # With allow_intermediate_outputs: true the matcher lets c escape to Exp; the
+    # single_consumer constraint still refuses it: c has a reader besides Relu.
+    text = """
+    agraph (float[1,64] x) => (float[1,64] y, float[1,64] z) {
+      c = Sigmoid (x)
+      y = Relu (c)
+      z = Exp (c)
+    }"""
+    g = graph_from_text(text)
+    r = rule("r", 0, 0.0, c("single_consumer"))
+    (sc,) = score_candidates(g, [candidate(g, "r", ["Sigmoid_0", "Relu_1"])], RuleSet((r,)), T910B)
+    assert sc.code == "constraint-single-consumer"
+    assert "c is read by several nodes (Exp_2, Relu_1)" in sc.reason
