@@ -21,10 +21,12 @@ evaluates them left to right.
 from __future__ import annotations
 
 import itertools
+import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from ruleengine.errors import UsageError
 from ruleengine.ops.classes import OPAQUE_MARKER, commutative_ops, op_classes
 from ruleengine.ops.composites import CompositeForm, const_rtol, expand_composite
 from ruleengine.ops.model import OpAlias
@@ -38,6 +40,7 @@ _RARITY = (
     "Reshape"
 ).split()
 
+MAX_CLAUSES_PER_ALTERNATIVE = 4096
 PAD = "-"  # head padding for clauses with fewer node variables than the head
 
 
@@ -153,9 +156,18 @@ def concretize(rule: Rule, aliases: Mapping[str, OpAlias]) -> tuple[Concrete, ..
             lo, hi = max(op.repeat_min, 1), max(op.repeat_max, op.repeat_min, 1)
             per_len = []
             for length in range(lo, hi + 1):
-                for combo in itertools.product(kinds, repeat=length):
-                    per_len.append((length, combo))
+                # a repeated op binds the same kind in every copy (all single nodes, or all
+                # the same composite form): mixing would multiply clauses exponentially
+                for kind in kinds:
+                    per_len.append((length, (kind,) * length))
             choices_per_op.append(per_len)
+        total = math.prod(len(c) for c in choices_per_op)
+        if total > MAX_CLAUSES_PER_ALTERNATIVE:
+            raise UsageError(
+                f"rule {rule.name}: alternative {alt_idx} expands to {total} Datalog clauses "
+                f"(limit {MAX_CLAUSES_PER_ALTERNATIVE}): too many ops with composite forms "
+                "or long repeats; split the rule or use ONNX op types"
+            )
         for choice in itertools.product(*choices_per_op):
             slots: list[Slot] = []
             first: dict[int, int] = {}

@@ -209,3 +209,38 @@ rewrite: {target_op: F}
     assert match(tmp_path, build(0.2), text).near_misses[0].code == "param-mismatch"
     res = match(tmp_path, build(0.1, width=4), text)
     assert res.candidates == () and "normalized_shape" in res.near_misses[0].reason
+
+
+def test_clause_explosion_is_a_clear_error(tmp_path) -> None:
+    import pytest
+
+    from ruleengine.errors import UsageError
+
+    ops = "".join("    - type: Gelu\n" for _ in range(5))
+    text = f"name: many\nmatch:\n  ops:\n{ops}rewrite: {{target_op: F}}\n"
+    m = model([node("Relu", ["x"], ["y"])], {"x": [2]}, {"y": None})
+    with pytest.raises(UsageError, match="Datalog clauses"):
+        match(tmp_path, m, text)
+
+
+def test_repeated_composite(tmp_path) -> None:
+    text = """
+name: silu2
+match:
+  ops:
+    - type: SiLU
+      repeat: {min: 2, max: 2}
+rewrite: {target_op: F}
+"""
+    m = model(
+        [
+            node("Sigmoid", ["x"], ["s1"]),
+            node("Mul", ["x", "s1"], ["a"]),
+            node("Sigmoid", ["a"], ["s2"]),
+            node("Mul", ["s2", "a"], ["y"]),
+        ],
+        {"x": [2, 4]},
+        {"y": None},
+    )
+    res = match(tmp_path, m, text)
+    assert [c.bindings for c in res.candidates] == [(("s1", "a", "s2", "y"),)]
