@@ -221,6 +221,14 @@ class OpTypeInfo:
         counts = [ops[t].min_inputs for t in self.onnx_types if t in ops]
         return min(counts) if counts else None
 
+    def max_outputs(self) -> int | None:
+        """Most outputs any node of this type can have, or None when not known."""
+        if self.kind not in ("alias", "onnx") or self.composites:
+            return None
+        ops = onnx_ops()
+        counts = [ops[t].max_outputs for t in self.onnx_types if t in ops]
+        return max(counts) if counts else None
+
     def max_inputs(self) -> int | None:
         """Most inputs any node of this type can have, or None when not known."""
         if self.kind not in ("alias", "onnx") or self.composites:

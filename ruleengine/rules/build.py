@@ -249,6 +249,8 @@ class _Checker:
                         if i
                         else "the first op cannot consume another op of the pattern",
                     )
+                else:
+                    self.check_output_idx(ops, j, src.get("output_idx", 0), (*sp, "output_idx"))
         for k, name in enumerate(op.get("output_names") or []):
             if name in seen_names:
                 self.add(
@@ -271,6 +273,18 @@ class _Checker:
                 "write [low, high] with low <= high",
             )
 
+    def check_output_idx(self, ops: list, j: int, idx: int, path: tuple) -> None:
+        """``output_idx`` must be an output the op ``j`` can have (when that is known)."""
+        most = op_type_info(ops[j]["type"]).max_outputs()
+        if most is not None and idx >= most:
+            self.add(
+                "bad-rewrite-input" if path[0] == "rewrite" else "bad-from-op",
+                f"{dotted(path)}: {idx} but {ops[j]['type']} (op {j}) has "
+                f"{'only ' if most > 1 else ''}{most} output{'s' if most != 1 else ''}",
+                path,
+                f"use an output index from 0 to {most - 1}",
+            )
+
     def check_rewrite(self, rewrite: dict, alts: list[tuple[tuple, list]]) -> None:
         if not alts:
             return
@@ -291,6 +305,9 @@ class _Checker:
                     (*p, "from_op"),
                     f"use an op index from 0 to {shortest - 1}",
                 )
+            else:
+                for _, ops in alts:
+                    self.check_output_idx(ops, j, entry.get("output_idx", 0), (*p, "output_idx"))
             port = entry.get("input_port", k)
             if port in ports:
                 self.add(

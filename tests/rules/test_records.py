@@ -239,3 +239,21 @@ def test_param_value_kinds(op: str, params: str, bad: bool, tmp_path: Path):
     f.write_text(MINIMAL.replace("- type: Relu", f"- type: {op}\n      params: {{{params}}}"))
     codes = [d.code for d in lint_paths([f], set_checks=True).diagnostics]
     assert codes == (["AF305"] if bad else [])
+
+
+def test_output_idx_must_exist():
+    two = MINIMAL.replace("- type: Relu", "- type: Conv\n    - type: Relu")
+    ok = two.replace("target_op: R", "target_op: R\n  inputs: [{from_op: 0, output_idx: 0}]")
+    assert _lint(ok).diagnostics == ()
+    bad = two.replace("target_op: R", "target_op: R\n  inputs: [{from_op: 0, output_idx: 1}]")
+    d = _lint(bad).diagnostics
+    assert [x.code for x in d] == ["AF203"] and "has 1 output" in d[0].message
+    src = two.replace(
+        "    - type: Relu",
+        "    - type: Relu\n      input_sources: {input0: {from_op: 0, output_idx: 3}}",
+    )
+    assert [x.code for x in _lint(src).diagnostics] == ["AF202"]
+    split = MINIMAL.replace("- type: Relu", "- type: Split\n    - type: Relu").replace(
+        "target_op: R", "target_op: R\n  inputs: [{from_op: 0, output_idx: 5}]"
+    )
+    assert _lint(split).diagnostics == ()  # Split has variadic outputs
