@@ -155,28 +155,39 @@ def explain_line(sc: ScoredCandidate, group: int | None, target: Target) -> list
         f"    HBM access {c.accesses_before} -> {c.accesses_after}, "
         f"bytes {human_bytes(c.bytes_before)} -> {human_bytes(c.bytes_after)}, "
         f"saved {human_bytes(c.bytes_saved)}, overhead {human_bytes(c.overhead_bytes)}, "
-        f"net {human_bytes(c.net_bytes)}",
+        f"net {human_bytes(c.net_bytes)}; launches saved {c.launches_saved}, "
+        f"est. {_us(c.time_saved_s)} saved",
         f"    UB {kb(c.ub_bytes)} ({fits} {kb(target.ub_bytes)}), verdict {verdict}: {tail}",
     ]
+
+
+def _us(seconds: float) -> str:
+    if abs(seconds) < 5e-9:
+        return "0 us"
+    return f"{seconds * 1e6:.2f} us" if abs(seconds) < 1e-3 else f"{seconds * 1e3:.2f} ms"
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}" + ("" if n == 1 else "s")
 
 
 def explain_text(analysis, model: str) -> str:
     t, r = analysis.target, analysis.resolution
     rows = final_verdicts(analysis.scored, r)
+    time_saved = sum(sc.cost.time_saved_s for sc in r.chosen if sc.cost)
     lines = [
         f"Benefit analysis of {model} on {t.name} "
         f"(UB {kb(t.ub_bytes)}, {kb(t.ub_usable_bytes)} usable; "
         f"HBM {t.hbm_bandwidth / 1e12:.2f} TB/s)",
-        f"solver {r.solver}: {r.status}, {len(r.chosen)} groups, "
-        f"net {human_bytes(r.objective)} saved, {r.seconds:.3f} s",
+        f"solver {r.solver}: {r.status}, {_plural(len(r.chosen), 'group')}, "
+        f"net {human_bytes(r.objective)} saved (est. {_us(time_saved)}), {r.seconds:.3f} s",
         "",
     ]
     for sc, group in rows:
         lines += explain_line(sc, group, t)
     summary = _summary(rows, r)
     counts = ", ".join(f"{VERDICT_TEXT[Verdict(v)]} {n}" for v, n in summary["verdicts"].items())
-    n = summary["candidates"]
-    lines += ["", f"{n} candidate{'' if n == 1 else 's'}: {counts or 'none'}"]
+    lines += ["", f"{_plural(summary['candidates'], 'candidate')}: {counts or 'none'}"]
     return "\n".join(lines) + "\n"
 
 
