@@ -9,6 +9,7 @@ atomically. Nothing here prints: progress goes to an optional callback.
 
 from __future__ import annotations
 
+import hashlib
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -185,7 +186,7 @@ def fuse(
 
     from ruleengine.rewrite import verify as verification
     from ruleengine.rewrite.emit import INLINE_LIMIT_BYTES, render_files, serialize_model
-    from ruleengine.rewrite.onnx_rewrite import rewrite_model
+    from ruleengine.rewrite.onnx_rewrite import fused_nodes, rewrite_model
     from ruleengine.rewrite.plan import build_groups, build_plan, check_output_paths
 
     path = Path(model)
@@ -292,7 +293,13 @@ def fuse(
             raise RewriteError(f"the fused model fails onnx.checker: {exc}") from None
     timings.append(("check", time.perf_counter() - clock))
     clock = time.perf_counter()
+    called = fused_nodes(fused)
+    groups = tuple(
+        replace(g, node_name=called[g.id][0], overload=called[g.id][1]) if g.id in called else g
+        for g in groups
+    )
     plan = build_plan(
+        model_sha256=hashlib.sha256(path.read_bytes()).hexdigest(),
         model_name=path.name,
         graph=graph,
         rule_set=analysis.rule_set,

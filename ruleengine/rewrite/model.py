@@ -44,6 +44,8 @@ class FusedGroup:
     attributes: Any = None  # rewrite.attributes, JSON-ready (kept in metadata, not attrs)
     tensor_layout: str | None = None
     kernel_config: Any = None
+    node_name: str | None = None  # the fused node in the fused model (set after rewriting)
+    overload: str = ""  # which overload of the function ``target_op`` the node calls
 
     @property
     def rule(self) -> str:
@@ -120,6 +122,7 @@ class Plan:
     unknown_traffic_tensors: int = 0  # tensors whose size is unknown (not counted)
     verification: Verification | None = None
     timings: tuple[tuple[str, float], ...] = field(default=())  # stage -> seconds
+    model_sha256: str | None = None  # of the input model file, to tie the plan to it
 
     @property
     def bytes_saved(self) -> int:

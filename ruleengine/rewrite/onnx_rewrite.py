@@ -329,3 +329,15 @@ def function_summary(model: onnx.ModelProto) -> Mapping[str, int]:
         if n.domain == FUSED_DOMAIN:
             counts[n.op_type] = counts.get(n.op_type, 0) + 1
     return counts
+
+
+def fused_nodes(model: onnx.ModelProto) -> dict[int, tuple[str, str]]:
+    """Group id -> (fused node name, function overload), read back from node metadata."""
+    found: dict[int, tuple[str, str]] = {}
+    for n in model.graph.node:
+        if n.domain != FUSED_DOMAIN:
+            continue
+        gid = next((e.value for e in n.metadata_props if e.key == "autofusion.group_id"), None)
+        if gid is not None and gid.isdigit():
+            found[int(gid)] = (n.name, n.overload)
+    return found

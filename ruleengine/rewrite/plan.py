@@ -21,6 +21,7 @@ from ruleengine.graph.model import Graph
 from ruleengine.match.model import MatchResult
 from ruleengine.resolve.model import Resolution
 from ruleengine.rewrite.model import (
+    FUSED_DOMAIN,
     PLAN_SCHEMA_VERSION,
     FusedGroup,
     KernelSpec,
@@ -187,6 +188,7 @@ def build_plan(
     dropped: Sequence[FusedGroup] = (),
     verification: Verification | None = None,
     timings: Sequence[tuple[str, float]] = (),
+    model_sha256: str | None = None,
 ) -> Plan:
     """Assemble the plan record (groups after safe mode, rejections, statistics, totals)."""
     before, unknown = node_traffic(graph)
@@ -251,6 +253,7 @@ def build_plan(
         unknown_traffic_tensors=unknown,
         verification=verification,
         timings=tuple(timings),
+        model_sha256=model_sha256,
     )
 
 
@@ -265,6 +268,8 @@ def group_json(g: FusedGroup) -> dict[str, Any]:
         "rule": g.rule,
         "alternative": g.scored.candidate.alternative,
         "target_op": g.target_op,
+        "node": g.node_name,
+        "function": {"domain": FUSED_DOMAIN, "name": g.target_op, "overload": g.overload},
         "nodes": list(g.nodes),
         "op_types": list(g.op_types),
         "inputs": list(g.inputs),
@@ -326,6 +331,7 @@ def plan_json(plan: Plan) -> dict[str, Any]:
     return {
         "schema_version": PLAN_SCHEMA_VERSION,
         "model": plan.model,
+        "model_sha256": plan.model_sha256,
         "graph": plan.graph_name,
         "target": plan.target,
         "summary": {
