@@ -353,6 +353,12 @@ def graph_from_model(
     graph_outputs = tuple(o.name for o in g.output)
 
     protos = list(g.node)
+    # protobuf field access is slow: read every node's fields once
+    ins_l = [tuple(n.input) for n in protos]
+    outs_l = [tuple(n.output) for n in protos]
+    ops_l = [n.op_type for n in protos]
+    dom_l = [n.domain or "" for n in protos]
+    attr_l = [list(n.attribute) for n in protos]
     names, renamed = _unique_names(protos)
     for old, new in renamed:
         warnings += (
@@ -368,11 +374,12 @@ def graph_from_model(
 
     # Producers (one per tensor), consumers, hidden consumers of control-flow bodies.
     producer: dict[str, tuple[int, int]] = {}
-    for i, n in enumerate(protos):
-        for port, t in enumerate(n.output):
+    graph_input_set = set(graph_inputs)
+    for i, outs in enumerate(outs_l):
+        for port, t in enumerate(outs):
             if not t:
                 continue
-            if t in producer or t in init_names or t in graph_inputs:
+            if t in producer or t in init_names or t in graph_input_set:
                 first = (
                     names[producer[t][0]]
                     if t in producer
@@ -392,26 +399,28 @@ def graph_from_model(
     indeg = [0] * len(protos)
     opaque: list[bool] = []
     hidden: list[set[str]] = []
-    for i, n in enumerate(protos):
+    for i in range(len(protos)):
         sub_refs: set[str] = set()
         has_body = False
-        for a in n.attribute:
-            for sub in (*([a.g] if a.type == AttributeProto.GRAPH else []), *a.graphs):
-                has_body = True
-                sub_refs |= _outer_refs(sub)
-        opaque.append(
-            has_body or n.op_type in CONTROL_FLOW or (n.domain or "") not in KNOWN_DOMAINS
-        )
-        hidden.append(sub_refs - set(n.input))
-        reads = [(t, port) for port, t in enumerate(n.input) if t]
-        reads += [(t, -1) for t in sorted(hidden[-1])]
+        for a in attr_l[i]:
+            if a.type in (AttributeProto.GRAPH, AttributeProto.GRAPHS):
+                for sub in (*([a.g] if a.type == AttributeProto.GRAPH else []), *a.graphs):
+                    has_body = True
+                    sub_refs |= _outer_refs(sub)
+        opaque.append(has_body or ops_l[i] in CONTROL_FLOW or dom_l[i] not in KNOWN_DOMAINS)
+        reads = [(t, port) for port, t in enumerate(ins_l[i]) if t]
+        if sub_refs:
+            hidden.append(sub_refs - set(ins_l[i]))
+            reads += [(t, -1) for t in sorted(hidden[-1])]
+        else:
+            hidden.append(set())
         for t, port in reads:
             if t not in known:
                 if port == -1:  # a body reads an outer name nothing defines: not our problem
                     continue
                 raise _fail(
                     "dangling",
-                    f"input {port} of node {names[i]!r} ({n.op_type}) reads tensor {t!r}, "
+                    f"input {port} of node {names[i]!r} ({ops_l[i]}) reads tensor {t!r}, "
                     "which no node, initializer or graph input produces",
                     where,
                     "the model is truncated or was edited by hand; re-export it",
@@ -460,25 +469,24 @@ def graph_from_model(
     shapes = {k: v[1] for k, v in types.items()}
     nodes: list[Node] = []
     for i in order:
-        n = protos[i]
-        domain = n.domain or ""
+        domain = dom_l[i]
         dom_opset = opsets.get(domain, opsets.get("ai.onnx" if domain == "" else domain, opset))
-        attrs = _schema_defaults(n.op_type, domain, dom_opset) if not opaque[i] else {}
-        for a in n.attribute:
+        attrs = _schema_defaults(ops_l[i], domain, dom_opset) if not opaque[i] else {}
+        for a in attr_l[i]:
             attrs[a.name] = _attr_value(a)
-        _spatial_defaults(n.op_type, attrs, tuple(n.input), shapes)
+        _spatial_defaults(ops_l[i], attrs, ins_l[i], shapes)
         nodes.append(
             Node(
                 name=names[i],
-                op_type=n.op_type,
+                op_type=ops_l[i],
                 domain=domain,
-                inputs=tuple(n.input),
-                outputs=tuple(n.output),
+                inputs=ins_l[i],
+                outputs=outs_l[i],
                 attributes=MappingProxyType(attrs),
                 index=topo[i],
                 opaque=opaque[i],
                 source_index=i,
-                source_name=n.name,
+                source_name=protos[i].name,
             )
         )
 
@@ -488,7 +496,7 @@ def graph_from_model(
     outputs_set = set(graph_outputs)
     for t in sorted(all_tensors):
         dtype, shape = types.get(t, (None, None))
-        if shape is not None:
+        if shape is not None and any(isinstance(d, str) for d in shape):
             shape = tuple(dims.get(d, d) if isinstance(d, str) else d for d in shape)
             unbound.update(d for d in shape if isinstance(d, str))
         prod = producer.get(t)
