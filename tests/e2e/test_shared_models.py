@@ -7,13 +7,16 @@ output's max magnitude) on seeded random inputs.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
+import jsonschema
 import numpy as np
 import onnx
 import pytest
 
 from ruleengine.pipeline import fuse
+from ruleengine.resources import schema_path
 from ruleengine.rewrite import verify as V
 
 SHARED = Path(__file__).resolve().parents[2] / ".." / "shared"
@@ -42,3 +45,6 @@ def test_fused_model_is_valid_and_equal(path: Path):
     assert n_fused == len(result.plan.groups)
     assert len(fused.graph.node) == result.plan.nodes_after
     assert path.read_bytes() == before  # the input model is never modified
+    plan = json.loads(result.files["plan.json"])
+    jsonschema.validate(plan, json.loads(schema_path("plan").read_text()))
+    assert json.loads(result.files["report.json"])["totals"]["groups"] == len(plan["groups"])
