@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from dataclasses import replace
 from pathlib import Path
 
 import typer
@@ -276,14 +277,32 @@ def explain_command(
     benefit_threshold: float | None = _THRESHOLD,
     time_limit: float = _TIME,
     rule: list[str] = typer.Option([], "--rule", help="Show only these rules (several)."),
+    verdict: list[str] = typer.Option(
+        [], "--verdict", help="Show only these verdicts (several), e.g. fuse, ub_overflow."
+    ),
     fmt: Format = _FORMAT,
 ) -> None:
     """Why each candidate was fused or skipped: HBM bytes, overhead, UB need, verdict."""
 
     def run() -> None:
+        known_verdicts = [v.value for v in Verdict]
+        bad = sorted(set(verdict) - set(known_verdicts))
+        if bad:
+            raise UsageError(
+                f"--verdict names unknown verdict(s): {', '.join(bad)}; "
+                f"known: {', '.join(known_verdicts)}"
+            )
         analysis = _run_analysis(
             model, rules, preset, target, solver.value, dim, benefit_threshold, time_limit
         )
+        if verdict:
+            rows = final_verdicts(analysis.scored, analysis.resolution)
+            keep = tuple(
+                s
+                for s, (shown, _) in zip(analysis.scored, rows, strict=True)
+                if shown.verdict.value in verdict
+            )
+            analysis = replace(analysis, scored=keep)
         if rule:
             names = {r.name for r in analysis.rule_set.rules}
             unknown = sorted(set(rule) - names)
@@ -292,8 +311,6 @@ def explain_command(
                     f"--rule names unknown rule(s): {', '.join(unknown)}; "
                     f"known: {', '.join(sorted(names))}"
                 )
-            from dataclasses import replace
-
             keep = tuple(s for s in analysis.scored if s.candidate.rule in set(rule))
             analysis = replace(analysis, scored=keep)
         if fmt is Format.json:

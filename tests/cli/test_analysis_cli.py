@@ -118,6 +118,15 @@ def test_explain_rule_filter(case) -> None:
     assert "unknown rule(s): nope" in res.stderr and "Traceback" not in res.output
 
 
+def test_explain_verdict_filter(case) -> None:
+    model, rules = case
+    res = run("explain", str(model), "-r", str(rules), "--verdict", "no_benefit")
+    assert res.exit_code == 0, res.output
+    assert "relu_only  [" in res.stdout and "matmul_relu  [" not in res.stdout
+    res = run("explain", str(model), "-r", str(rules), "--verdict", "fused")
+    assert res.exit_code == 2 and "unknown verdict(s): fused" in res.stderr
+
+
 def test_compare_json_has_exactly_the_documented_keys(case) -> None:
     model, rules = case
     res = run("compare", str(model), "-r", str(rules), "-f", "json")
