@@ -79,6 +79,9 @@ def collect_files(paths: Sequence[str | Path]) -> list[Path]:
         text = str(raw)
         if text == "":
             continue
+        if text == "-":  # the rule text on standard input
+            add(Path("-"))
+            continue
         try:
             _expand(text, add, missing)
         except (OSError, ValueError) as exc:  # NUL in a path, permission denied, ...
@@ -194,6 +197,36 @@ def lint_file(path: Path, display: str | None = None, text: str | None = None) -
     )
 
 
+def _lint_stdin() -> LintResult:
+    import sys
+
+    from ruleengine.rules.yamlio import MAX_FILE_BYTES
+
+    data = sys.stdin.buffer.read(MAX_FILE_BYTES + 1) if hasattr(sys.stdin, "buffer") else b""
+    if len(data) > MAX_FILE_BYTES or b"\x00" in data:
+        what = "file-too-large" if len(data) > MAX_FILE_BYTES else "unreadable-file"
+        diag = codes.make(
+            what,
+            "standard input is larger than 1 MiB"
+            if what == "file-too-large"
+            else "standard input is binary (contains NUL bytes)",
+            Location("<stdin>"),
+            hint="pipe a YAML rule file",
+        )
+        return LintResult((), (diag,), (FileReport("<stdin>"),))
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        diag = codes.make(
+            "unreadable-file",
+            "standard input is not UTF-8 text",
+            Location("<stdin>"),
+            hint="pipe a UTF-8 YAML rule file",
+        )
+        return LintResult((), (diag,), (FileReport("<stdin>"),))
+    return lint_file(Path("-"), "<stdin>", text)
+
+
 def lint_paths(paths: Sequence[str | Path], *, set_checks: bool) -> LintResult:
     """Lint every rule file under ``paths``.
 
@@ -210,7 +243,7 @@ def _lint_files(files: Sequence[Path], *, set_checks: bool) -> LintResult:
     diags: list[Diagnostic] = []
     reports: list[FileReport] = []
     for f in files:
-        res = lint_file(f)
+        res = _lint_stdin() if str(f) == "-" else lint_file(f)
         rules.extend(res.rules)
         diags.extend(res.diagnostics)
         reports.extend(res.files)

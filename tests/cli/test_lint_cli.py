@@ -211,3 +211,11 @@ def test_check_bundled_preset():
     assert bad.exit_code == 2 and "unknown preset 'nope'" in bad.stderr and bad.stdout == ""
     none = run("check")
     assert none.exit_code == 2 and "no rule files given" in none.stderr
+
+
+def test_rule_text_on_stdin():
+    res = CliRunner().invoke(app, ["verify", "-"], input=MINIMAL.replace("Relu", "relu"))
+    assert res.exit_code == 1
+    assert res.stdout.startswith("<stdin>:4:13: error AF201 unknown-op-type")
+    ok = CliRunner().invoke(app, ["check", "--strict", "-"], input=MINIMAL)
+    assert (ok.exit_code, ok.stderr) == (0, "")
