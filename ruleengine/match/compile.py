@@ -188,7 +188,8 @@ def concretize(rule: Rule, aliases: Mapping[str, OpAlias]) -> tuple[Concrete, ..
                     slots.append(slot)
             for op_idx, op in enumerate(alt.ops):
                 dst = first[op_idx]
-                if op.input_sources is None:
+                # no input_sources, or only source kinds (no from_op): a chain link
+                if op.input_sources is None or all(src.from_op is None for src in op.input_sources):
                     if op_idx > 0:
                         links.append(Link(last[op_idx - 1], dst, None))
                     continue

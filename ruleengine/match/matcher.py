@@ -300,6 +300,15 @@ def _check_sources(
         return
     node = b.node
     swapped = False
+    chained = all(src.from_op is None for src in op.input_sources)
+    if b.form is None and chained and op_idx > 0 and node.op_type in comm:
+        # a chain link on a commutative binary op: if the previous op's output arrived on
+        # a port the rule describes by source kind, the rule meant the other order
+        prev_out = _out_node(bindings[last[op_idx - 1]]).outputs
+        ports = [p for p, t in enumerate(node.inputs) if t in prev_out]
+        described = {src.port for src in op.input_sources if src.source_type is not None}
+        if len(node.inputs) == 2 and ports and all(p in described for p in ports):
+            swapped = True
     if b.form is None:
         for src in op.input_sources:
             if src.from_op is None or src.from_op not in last:

@@ -244,3 +244,53 @@ rewrite: {target_op: F}
     )
     res = match(tmp_path, m, text)
     assert [c.bindings for c in res.candidates] == [(("s1", "a", "s2", "y"),)]
+
+
+def test_sources_without_from_op_still_chain(tmp_path) -> None:
+    import numpy as np
+
+    text = """
+name: mm_bias
+match:
+  ops:
+    - type: MatMul
+    - type: Add
+      input_sources:
+        input1: {source_type: const}
+rewrite: {target_op: F}
+"""
+    m = model(
+        [
+            node("MatMul", ["x", "w"], ["m"]),
+            node("Add", ["m", "b"], ["y"]),
+            node("MatMul", ["x", "w"], ["m2"]),
+            node("Relu", ["m2"], ["z"]),
+        ],
+        {"x": [2, 4]},
+        {"y": None, "z": None},
+        [const("w", np.ones((4, 4))), const("b", np.ones((4,)))],
+    )
+    res = match(tmp_path, m, text)
+    assert [c.nodes for c in res.candidates] == [("m", "y")]
+
+
+def test_chain_into_commutative_op_swaps_described_port(tmp_path) -> None:
+    import numpy as np
+
+    text = """
+name: mm_bias
+match:
+  ops:
+    - type: MatMul
+    - type: Add
+      input_sources:
+        input1: {source_type: const}
+rewrite: {target_op: F}
+"""
+    m = model(
+        [node("MatMul", ["x", "w"], ["m"]), node("Add", ["b", "m"], ["y"])],
+        {"x": [2, 4]},
+        {"y": None},
+        [const("w", np.ones((4, 4))), const("b", np.ones((4,)))],
+    )
+    assert [c.nodes for c in match(tmp_path, m, text).candidates] == [("m", "y")]
