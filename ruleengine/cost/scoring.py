@@ -98,6 +98,26 @@ def _ub_reason(ub: UBNeed) -> str:
     )
 
 
+_INDEX_DTYPES = frozenset({"int64", "int32"})
+
+
+def _kernel_inputs(graph: Graph, io: GroupIO) -> tuple[str, ...]:
+    """External inputs that become inputs of the fused kernel.
+
+    Constant scalars (an epsilon, the 0.5 of GELU) become immediates of the kernel and
+    constant integer tensors (axes, shapes) become attributes; neither takes an input
+    slot. Activations and weights do.
+    """
+    out = []
+    for t in io.inputs:
+        tensor = graph.tensors.get(t)
+        if tensor is not None and (tensor.is_constant or tensor.is_initializer):
+            if (tensor.numel or 0) <= 1 or tensor.dtype in _INDEX_DTYPES:
+                continue
+        out.append(t)
+    return tuple(out)
+
+
 def _dynamic_reason(graph: Graph, unknown: tuple[str, ...]) -> str:
     """Which sizes are unknown, and whether ``--dim`` can help."""
     names = ", ".join(unknown[:3]) + (" ..." if len(unknown) > 3 else "")
@@ -151,12 +171,14 @@ def score_one(
             "a path leaves the group and re-enters it; fusing it would create a cycle",
             cost,
         )
-    if len(io.inputs) > target.max_fused_inputs:
+    kernel_inputs = _kernel_inputs(graph, io)
+    details["kernel_inputs"] = kernel_inputs
+    if len(kernel_inputs) > target.max_fused_inputs:
         return verdict(
             Verdict.TOO_MANY_INPUTS,
             "too-many-inputs",
-            f"{len(io.inputs)} external inputs > max_fused_inputs {target.max_fused_inputs} "
-            f"of {target.name}",
+            f"{len(kernel_inputs)} external inputs > max_fused_inputs "
+            f"{target.max_fused_inputs} of {target.name}",
             cost,
         )
     ctx = Context(graph, io, target, ub, candidate.bindings)

@@ -208,3 +208,29 @@ def test_single_consumer_counts_readers_outside_the_group() -> None:
     (sc,) = score_candidates(g, [candidate(g, "r", ["Sigmoid_0", "Relu_1"])], RuleSet((r,)), T910B)
     assert sc.code == "constraint-single-consumer"
     assert "c is read by several nodes (Exp_2, Relu_1)" in sc.reason
+
+
+def test_constant_scalars_and_index_tensors_take_no_kernel_input_slot() -> None:
+    # Seven activations plus eight scalar constants and an int64 axes tensor: the
+    # scalars become immediates and the axes an attribute, so 7 <= 8 inputs.
+    ins = ", ".join(f"float[64] x{i}" for i in range(7))
+    inits = ", ".join(f"float c{i} = {{{i}.5}}" for i in range(8))
+    adds = "\n".join(f" a{i} = Add (a{i - 1}, c{i})" for i in range(1, 8))
+    text = f"""agraph ({ins}) => (float[1] y)
+    <{inits}, int64[1] axes = {{0}}> {{
+     s = Sum ({", ".join(f"x{i}" for i in range(7))})
+     a0 = Add (s, c0)
+    {adds}
+     y = ReduceSum (a7, axes)
+    }}"""
+    g = graph_from_text(text, opset=18)
+    nodes = [n.name for n in g.nodes]
+    sc = verdict_of_graph(g, nodes)
+    assert len(sc.details["inputs"]) == 7 + 8 + 1
+    assert len(sc.details["kernel_inputs"]) == 7
+    assert sc.verdict is not Verdict.TOO_MANY_INPUTS
+
+
+def verdict_of_graph(g, nodes):
+    (sc,) = score_candidates(g, [candidate(g, "r", nodes)], RuleSet((rule(),)), T910B)
+    return sc
