@@ -147,3 +147,42 @@ def test_fusion_rules_json_converts_to_rules_that_verify(tmp_path: Path):
     assert rules["conv_bn_relu"].ops[1].params == {"training_mode": 0}
     assert rules["matmul_relu"].rewrite.target_op == "MatMulReLU"
     assert json.loads((SEED / "fusion_rules.json").read_text())  # source untouched
+
+
+def _matmul_relu_model(path: Path) -> Path:
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    w = numpy_helper.from_array(np.ones((64, 64), dtype=np.float32), "w")
+    graph = helper.make_graph(
+        [
+            helper.make_node("MatMul", ["x", "w"], ["h"], name="mm"),
+            helper.make_node("Relu", ["h"], ["y"], name="relu"),
+        ],
+        "mm_relu",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [128, 64])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [128, 64])],
+        [w],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    onnx.save(model, path)
+    return path
+
+
+@pytest.mark.parametrize("winner", ["MatMulRelu", "MatMulReluOptimized"])
+def test_priority_conflict_higher_priority_wins_at_fuse_time(tmp_path: Path, winner: str):
+    from ruleengine.pipeline import analyze
+
+    text = (SEED / "priority_conflict.yaml").read_text()
+    first, second = text.split("---\n")
+    if winner == "MatMulRelu":
+        first = first.replace("priority: 1\n", "priority: 2\n")
+    else:
+        second = second.replace("priority: 1\n", "priority: 2\n")
+    rules = tmp_path / "raised.yaml"
+    rules.write_text(first + "---\n" + second)
+    model = _matmul_relu_model(tmp_path / "m.onnx")
+    analysis = analyze(model, [rules])
+    chosen = [s.candidate.rule for s in analysis.resolution.chosen]
+    assert chosen == [winner]
