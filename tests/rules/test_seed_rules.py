@@ -186,3 +186,73 @@ def test_priority_conflict_higher_priority_wins_at_fuse_time(tmp_path: Path, win
     analysis = analyze(model, [rules])
     chosen = [s.candidate.rule for s in analysis.resolution.chosen]
     assert chosen == [winner]
+
+
+def test_matmul_reshape_comes_out_as_no_benefit_at_fuse_time(tmp_path: Path):
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    from ruleengine.cost.model import Verdict
+    from ruleengine.pipeline import analyze
+
+    graph = helper.make_graph(
+        [
+            helper.make_node("MatMul", ["x", "w"], ["h"], name="mm"),
+            helper.make_node("Reshape", ["h", "shape"], ["y"], name="reshape"),
+        ],
+        "mm_reshape",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [128, 64])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [64, 128])],
+        [
+            numpy_helper.from_array(np.ones((64, 64), dtype=np.float32), "w"),
+            numpy_helper.from_array(np.array([64, 128], dtype=np.int64), "shape"),
+        ],
+    )
+    model = tmp_path / "m.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), model)
+    analysis = analyze(model, [SEED / "matmul_reshape_fusion.yaml"])
+    assert [s.verdict for s in analysis.scored] == [Verdict.NO_BENEFIT]
+    assert analysis.resolution.chosen == ()
+
+
+@pytest.mark.parametrize(
+    ("second", "third"),
+    [("Add", "swish"), ("Add", "Relu"), ("BiasAdd", "Relu")],
+)
+def test_conv_add_swish_branches_match_each_shape(tmp_path: Path, second: str, third: str):
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    from ruleengine.graph import load_graph
+    from ruleengine.match import find_candidates
+
+    inits = [numpy_helper.from_array(np.ones((16, 16, 3, 3), dtype=np.float32), "w")]
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], name="conv", kernel_shape=[3, 3])]
+    inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 16, 8, 8])]
+    if second == "BiasAdd":
+        inits.append(numpy_helper.from_array(np.ones((1, 16, 1, 1), dtype=np.float32), "b"))
+    else:
+        inputs.append(helper.make_tensor_value_info("b", TensorProto.FLOAT, [1, 16, 6, 6]))
+    nodes.append(helper.make_node("Add", ["c", "b"], ["a"], name="add"))
+    if third == "swish":
+        nodes += [
+            helper.make_node("Sigmoid", ["a"], ["s"], name="sig"),
+            helper.make_node("Mul", ["a", "s"], ["y"], name="mul"),
+        ]
+    else:
+        nodes.append(helper.make_node("Relu", ["a"], ["y"], name="relu"))
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        inputs,
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 16, 6, 6])],
+        inits,
+    )
+    model = tmp_path / "m.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), model)
+    rule_set = load_rule_set([SEED / "conv_add_swish_branches.yaml"])
+    result = find_candidates(load_graph(model), rule_set)
+    matched = {tuple(sorted(c.nodes)) for c in result.candidates}
+    assert tuple(sorted(n.name for n in graph.node)) in matched
