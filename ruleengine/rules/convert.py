@@ -79,8 +79,13 @@ def convert_data(data: Any, source: str) -> list[ConvertedRule]:
         )
     out: list[ConvertedRule] = []
     problems = []
+    used: set[str] = set()
     for raw_name, spec in data.items():
-        name = _safe_name(str(raw_name))
+        name = base = _safe_name(str(raw_name))
+        n = 2
+        while name.lower() in used:  # distinct names (and file names, case-insensitively)
+            name, n = f"{base}_{n}", n + 1
+        used.add(name.lower())
         if not isinstance(spec, dict):
             problems.append(
                 codes.make("wrong-type", f"rule {raw_name!r}: expected an object", where, hint=None)
@@ -164,6 +169,8 @@ def convert_file(path: str | Path) -> list[ConvertedRule]:
         raise RuleLoadError(f"cannot read {source}: {exc}") from None
     try:
         data = json.loads(text)
+    except RecursionError:
+        raise RuleLoadError(f"{source}: JSON nested too deeply") from None
     except json.JSONDecodeError as exc:
         loc = Location(source, exc.lineno, exc.colno)
         raise RuleLoadError(

@@ -219,3 +219,23 @@ def test_rule_text_on_stdin():
     assert res.stdout.startswith("<stdin>:4:13: error AF201 unknown-op-type")
     ok = CliRunner().invoke(app, ["check", "--strict", "-"], input=MINIMAL)
     assert (ok.exit_code, ok.stderr) == (0, "")
+
+
+def test_convert_deep_json_and_colliding_names(tmp_path: Path):
+    deep = tmp_path / "deep.json"
+    deep.write_text("[" * 100000 + "]" * 100000)
+    res = run("convert", deep)
+    assert res.exit_code == 2 and "internal error" not in res.stderr
+    clash = tmp_path / "clash.json"
+    clash.write_text(
+        json.dumps(
+            {
+                "a b": {"pattern": ["MatMul", "Relu"], "output_op": "X"},
+                "a_b": {"pattern": ["Conv", "Relu"], "output_op": "Y"},
+            }
+        )
+    )
+    out = tmp_path / "out"
+    assert run("convert", clash, "-o", out).exit_code == 0
+    assert sorted(p.name for p in out.iterdir()) == ["a_b.yaml", "a_b_2.yaml"]
+    assert run("check", "--strict", out).exit_code == 0
