@@ -8,8 +8,11 @@ can be bound first (``dims``), the rest are reported in ``Graph.unbound_dims``.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import heapq
+import io
+import logging
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from types import MappingProxyType
@@ -138,6 +141,36 @@ def _infer(model: onnx.ModelProto, where: str) -> tuple[onnx.ModelProto, tuple[D
     )
     hint = "export the model with shapes, or bind symbolic dims with --dim"
     return model, (_diag("shape-inference", msg, where, hint, Severity.WARNING),)
+
+
+def _symbolic_shapes(model: onnx.ModelProto) -> dict[str, tuple[str | None, tuple | None]]:
+    """Shapes from onnxruntime's symbolic shape inference, which folds the Shape -> Gather
+    -> Concat -> Expand chains that TorchScript exports leave as ``unk__N`` for ONNX's own
+    inference (attention masks). Best effort: any failure keeps what we have."""
+    try:
+        from onnxruntime.tools.symbolic_shape_infer import SymbolicShapeInference
+    except Exception:  # noqa: BLE001 - sympy or the tool missing: nothing to add
+        return {}
+    fresh = onnx.ModelProto()
+    fresh.CopyFrom(model)
+    del fresh.graph.value_info[:]
+    logger = logging.getLogger("onnxruntime.tools.symbolic_shape_infer")
+    level = logger.level
+    logger.setLevel(logging.CRITICAL)
+    try:
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+            out = SymbolicShapeInference.infer_shapes(fresh, auto_merge=True)
+    except Exception:  # noqa: BLE001 - e.g. weights in a missing external file
+        return {}
+    finally:
+        logger.setLevel(level)
+    if out is None:
+        return {}
+    found: dict[str, tuple[str | None, tuple | None]] = {}
+    for vi in (*out.graph.value_info, *out.graph.output):
+        if vi.type.HasField("tensor_type"):
+            found[vi.name] = (_dtype_name(vi.type.tensor_type.elem_type), _shape_of(vi.type))
+    return found
 
 
 def _better(a: tuple | None, b: tuple | None) -> tuple | None:
@@ -338,6 +371,12 @@ def graph_from_model(
             dtype = _dtype_name(vi.type.tensor_type.elem_type)
             old_dtype, old_shape = types.get(vi.name, (None, None))
             types[vi.name] = (dtype or old_dtype, _better(_shape_of(vi.type), old_shape))
+    if any(
+        shape is None or not all(isinstance(d, int) for d in shape) for _, shape in types.values()
+    ):
+        for name, (dtype, shape) in _symbolic_shapes(model_copy).items():
+            old_dtype, old_shape = types.get(name, (None, None))
+            types[name] = (old_dtype or dtype, _better(old_shape, shape))
     init_names: set[str] = set()
     const_values: dict[str, tuple] = {}
     for init in g.initializer:
