@@ -6,7 +6,8 @@ the tests, so a code without an example cannot be added). Codes are never renumb
 reused; retired codes stay here marked as such.
 
 Families: AF0xx reading files (YAML), AF1xx schema, AF2xx rule semantics (``verify``),
-AF3xx rule-set and lint findings (``check``).
+AF3xx rule-set and lint findings (``check``), AF5xx reading the ONNX model, AF9xx
+hardware targets.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ class CodeInfo:
     explanation: str
     example: str  # a rule file (YAML text) that triggers the code; "" when not expressible
     example_note: str = ""  # how to trigger it when the example is not a plain file
-    command: str = "verify"  # the first command that reports it: verify or check
+    command: str = "verify"  # the first command that reports it (verify, check, match, ...)
 
 
 _E = Severity.ERROR
@@ -359,6 +360,114 @@ _CODES: tuple[CodeInfo, ...] = (
         "        input0:\n          source_type: const_or_param\nrewrite:\n  target_op: A\n",
         command="check",
     ),
+    # ------------------------------------------------------- AF5xx reading the ONNX model
+    CodeInfo(
+        "AF501",
+        "unreadable-model",
+        _E,
+        "The model file could not be read as ONNX.",
+        "The file is missing, is not a serialized ONNX ModelProto, or is truncated. "
+        "Exit code 2; nothing is written.",
+        "",
+        "autofusion match notes.txt --preset all (any file that is not ONNX)",
+        command="match",
+    ),
+    CodeInfo(
+        "AF502",
+        "cyclic-graph",
+        _E,
+        "The ONNX graph has a cycle.",
+        "ONNX graphs are acyclic; a cycle means the file was edited by hand or is corrupt. "
+        "The message names nodes on the cycle. Exit code 2.",
+        "",
+        "a model where node A reads B's output and B reads A's",
+        command="match",
+    ),
+    CodeInfo(
+        "AF503",
+        "tensor-with-two-producers",
+        _E,
+        "A tensor is produced by two nodes (or by a node and an initializer/input).",
+        "ONNX graphs are in SSA form: every tensor has one producer. Exit code 2.",
+        "",
+        "two nodes both writing output 'y'",
+        command="match",
+    ),
+    CodeInfo(
+        "AF504",
+        "dangling-input",
+        _E,
+        "A node reads a tensor that nothing produces.",
+        "No node, initializer or graph input defines the tensor: the model is truncated. "
+        "Exit code 2.",
+        "",
+        "a node whose input names a tensor that does not exist",
+        command="match",
+    ),
+    CodeInfo(
+        "AF505",
+        "duplicate-node-name",
+        _W,
+        "Two nodes share a name; the later one is renamed (name__2) in reports and plans.",
+        "Node names identify groups in the plan, so they must be unique; the input model "
+        "itself is not changed.",
+        "",
+        "two nodes both called 'n'",
+        command="match",
+    ),
+    CodeInfo(
+        "AF506",
+        "shape-inference-failed",
+        _W,
+        "ONNX shape inference failed; the shapes the model declares are used.",
+        "Candidates whose tensors have no shape cannot be costed and come out as "
+        "dynamic_shape. Export the model with shapes, or bind symbolic dims with --dim.",
+        "",
+        "a model with an op whose shape function rejects its inputs",
+        command="match",
+    ),
+    CodeInfo(
+        "AF507",
+        "unknown-dim-name",
+        _W,
+        "A --dim name=value binds no symbolic dimension of the model.",
+        "Usually a typo; the message lists the model's symbolic dims.",
+        "",
+        "autofusion match model.onnx --preset all --dim no_such_dim=4",
+        command="match",
+    ),
+    CodeInfo(
+        "AF508",
+        "empty-model",
+        _E,
+        "The file parses as ONNX but holds no graph.",
+        "Nothing to analyse. Exit code 2.",
+        "",
+        "an empty ModelProto",
+        command="match",
+    ),
+    # ------------------------------------------------------------- AF9xx hardware targets
+    CodeInfo(
+        "AF901",
+        "target-not-found",
+        _E,
+        "--target names no bundled target and no existing YAML file.",
+        "Bundled targets are listed by `autofusion targets`; a path must end in .yaml/.yml. "
+        "Exit code 2.",
+        "",
+        "autofusion explain model.onnx --target ascend999",
+        command="explain",
+    ),
+    CodeInfo(
+        "AF902",
+        "target-invalid",
+        _E,
+        "A target file is malformed or does not satisfy schemas/target.schema.json.",
+        "Each offending field is named. Exit code 2.",
+        "",
+        "a target YAML without ub_bytes",
+        command="explain",
+    ),
 )
 
 CODES: Mapping[str, CodeInfo] = {c.code: c for c in _CODES}
@@ -401,14 +510,15 @@ def render_markdown() -> str:
         "<!-- Generated from ruleengine/diagnostics/codes.py by "
         "`python -m ruleengine.diagnostics.codes > docs/codes.md`; do not edit. -->",
         "",
-        "Every finding of `autofusion verify` and `autofusion check` has a stable code, a "
+        "Every finding of autofusion (rule lint, model loading, targets) has a stable code, a "
         "kebab-case name, a message saying where and what, and a hint saying how to fix it. "
         "`autofusion rule-codes` lists them; `autofusion rule-codes CODE` (or NAME) prints "
         "one entry. Codes are never renumbered or reused.",
         "",
         "Families: AF0xx reading files, AF1xx schema, AF2xx rule semantics (`verify`), "
-        "AF3xx rule-set and lint findings (`check`). Errors always fail (exit 1); warnings "
-        "fail only with `--strict`. AF001 means the command could not run (exit 2).",
+        "AF3xx rule-set and lint findings (`check`), AF5xx reading the ONNX model, AF9xx "
+        "hardware targets. Rule errors fail (exit 1); warnings fail only with `--strict`. "
+        "AF001, AF5xx and AF9xx errors mean the command could not run (exit 2).",
         "",
         "| code | name | severity | command | summary |",
         "| --- | --- | --- | --- | --- |",
