@@ -2,8 +2,15 @@
 
 from __future__ import annotations
 
-from ruleengine.cli import analysis, fuse, library, lint, matching  # noqa: F401  (registers)
+import importlib
+
 from ruleengine.cli.app import app
+
+# Each module attaches its commands to ``app``; this order is the order of --help:
+# writing rules, analysing a model, then the compile-time command.
+COMMAND_MODULES = ("lint", "matching", "library", "analysis", "fuse")
+for _module in COMMAND_MODULES:
+    importlib.import_module(f"ruleengine.cli.{_module}")
 
 
 def main() -> None:

@@ -14,8 +14,7 @@ from pathlib import Path
 import typer
 
 from ruleengine.cli.app import app
-from ruleengine.cli.common import guarded
-from ruleengine.cli.fuse import Format, Preset, Solver, parse_dims
+from ruleengine.cli.common import PANEL_ANALYSIS, Format, Preset, Solver, guarded, parse_dims
 from ruleengine.cost.model import ScoredCandidate, Target, Verdict
 from ruleengine.cost.scoring import human_bytes, kb
 from ruleengine.errors import UsageError
@@ -266,7 +265,7 @@ _TIME = typer.Option(30.0, "--time-limit", help="Exact solver time limit (s).")
 _FORMAT = typer.Option(Format.text, "--format", "-f", help="Output format.")
 
 
-@app.command("explain")
+@app.command("explain", rich_help_panel=PANEL_ANALYSIS)
 def explain_command(
     model: Path = typer.Argument(..., help="ONNX model to analyse."),
     rules: list[Path] = _RULES,
@@ -321,7 +320,7 @@ def explain_command(
     guarded(run)
 
 
-@app.command("compare")
+@app.command("compare", rich_help_panel=PANEL_ANALYSIS)
 def compare_command(
     model: Path = typer.Argument(..., help="ONNX model to analyse."),
     rules: list[Path] = _RULES,
@@ -378,7 +377,7 @@ def targets_rows() -> list[dict]:
     return rows
 
 
-@app.command("targets")
+@app.command("targets", rich_help_panel=PANEL_ANALYSIS)
 def targets_command(fmt: Format = _FORMAT) -> None:
     """List the bundled hardware targets (use a name or a YAML file with --target)."""
 

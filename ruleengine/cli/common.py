@@ -5,17 +5,55 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Callable
+from enum import StrEnum
 from typing import TypeVar
 
 import typer
 
-from ruleengine.errors import AutofusionError
+from ruleengine.errors import AutofusionError, UsageError
 
 EXIT_OK = 0
 EXIT_FINDINGS = 1
 EXIT_ERROR = 2
 
 T = TypeVar("T")
+
+# Help panels, in the order a user meets them.
+PANEL_RULES = "Write and lint rules"
+PANEL_ANALYSIS = "Analyse a model"
+PANEL_FUSE = "Fuse a model (compile time)"
+
+
+class Preset(StrEnum):
+    cnn = "cnn"
+    transformer = "transformer"
+    all = "all"
+
+
+class Solver(StrEnum):
+    exact = "exact"
+    greedy = "greedy"
+
+
+class Format(StrEnum):
+    text = "text"
+    json = "json"
+
+
+def parse_dims(values: list[str]) -> dict[str, int]:
+    """--dim name=value (several) -> {name: value}."""
+    dims: dict[str, int] = {}
+    for item in values:
+        name, sep, value = item.partition("=")
+        name = name.strip()
+        try:
+            size = int(value)
+        except ValueError:
+            size = -1
+        if not sep or not name or size < 1:
+            raise UsageError(f"bad --dim {item!r}: expected name=positive integer, e.g. batch=1")
+        dims[name] = size
+    return dims
 
 
 def fail(message: str, hint: str | None = None) -> typer.Exit:

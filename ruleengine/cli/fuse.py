@@ -10,13 +10,21 @@ from __future__ import annotations
 import json
 import os
 import sys
-from enum import StrEnum
 from pathlib import Path
 
 import typer
 
 from ruleengine.cli.app import app
-from ruleengine.cli.common import EXIT_FINDINGS, EXIT_OK, guarded
+from ruleengine.cli.common import (
+    EXIT_FINDINGS,
+    EXIT_OK,
+    PANEL_FUSE,
+    Format,
+    Preset,
+    Solver,
+    guarded,
+    parse_dims,
+)
 from ruleengine.errors import UsageError
 
 ENV_ENABLE = "AUTOFUSION_RULES"
@@ -25,38 +33,6 @@ ENV_DISABLE = "AUTOFUSION_DISABLE"
 # are deliberately corrupted, so tests can prove that --safe finds and drops them.
 ENV_CORRUPT = "AUTOFUSION_TEST_CORRUPT_RULES"
 TERMINAL_REJECTED_ROWS = 25  # report.txt lists every candidate not fused
-
-
-class Preset(StrEnum):
-    cnn = "cnn"
-    transformer = "transformer"
-    all = "all"
-
-
-class Solver(StrEnum):
-    exact = "exact"
-    greedy = "greedy"
-
-
-class Format(StrEnum):
-    text = "text"
-    json = "json"
-
-
-def parse_dims(values: list[str]) -> dict[str, int]:
-    """--dim name=value (several) -> {name: value}."""
-    dims: dict[str, int] = {}
-    for item in values:
-        name, sep, value = item.partition("=")
-        name = name.strip()
-        try:
-            size = int(value)
-        except ValueError:
-            size = -1
-        if not sep or not name or size < 1:
-            raise UsageError(f"bad --dim {item!r}: expected name=positive integer, e.g. batch=1")
-        dims[name] = size
-    return dims
 
 
 def _env_names(var: str) -> list[str]:
@@ -73,7 +49,7 @@ def _progress_printer():
     return show
 
 
-@app.command("fuse")
+@app.command("fuse", rich_help_panel=PANEL_FUSE)
 def fuse_command(
     model: Path = typer.Argument(..., help="ONNX model to fuse (never modified)."),
     rules: list[Path] = typer.Option(

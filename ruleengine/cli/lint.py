@@ -13,7 +13,7 @@ from pathlib import Path
 import typer
 
 from ruleengine.cli.app import app
-from ruleengine.cli.common import EXIT_ERROR, EXIT_FINDINGS, EXIT_OK, guarded
+from ruleengine.cli.common import EXIT_ERROR, EXIT_FINDINGS, EXIT_OK, PANEL_RULES, guarded
 from ruleengine.diagnostics.codes import CODES, lookup
 from ruleengine.diagnostics.reporters import Summary, render
 
@@ -52,7 +52,7 @@ def _run_lint(
     return result.exit_code(strict)
 
 
-@app.command("verify")
+@app.command("verify", rich_help_panel=PANEL_RULES)
 def verify(
     files: list[str] = typer.Argument(..., help="Rule files (YAML), directories or globs."),
     fmt: OutputFormat = typer.Option(OutputFormat.text, "--format", "-f", help="Output format."),
@@ -66,7 +66,7 @@ def verify(
     raise typer.Exit(code)
 
 
-@app.command("check")
+@app.command("check", rich_help_panel=PANEL_RULES)
 def check(
     paths: list[str] | None = typer.Argument(
         None, help="Rule files, directories (recursed) or globs."
@@ -78,8 +78,12 @@ def check(
         None, "--preset", help="Also check a bundled preset (cnn, transformer, all)."
     ),
 ) -> None:
-    """Lint a rule set: everything verify does plus duplicate names, priority conflicts,
-    unknown params, patterns that save no HBM traffic and patterns that never match."""
+    """Lint a rule set: verify, plus conflicts, unknown params and useless patterns.
+
+    Beyond what verify checks per file: duplicate rule names, rules of equal priority
+    matching the same ops, params the op does not have, patterns that save no HBM
+    traffic and patterns that can never match. Exit 0 clean, 1 findings, 2 could not run.
+    """
     code = guarded(
         lambda: _run_lint(
             paths,
@@ -111,7 +115,7 @@ def _code_doc(code: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-@app.command("rule-codes")
+@app.command("rule-codes", rich_help_panel=PANEL_RULES)
 def rule_codes(
     code: str | None = typer.Argument(None, help="A code (AF303) or name (unknown-param)."),
 ) -> None:
@@ -129,7 +133,7 @@ def rule_codes(
     raise typer.Exit(EXIT_OK)
 
 
-@app.command("rule-schema")
+@app.command("rule-schema", rich_help_panel=PANEL_RULES)
 def rule_schema(
     path_only: bool = typer.Option(False, "--path", help="Print the schema file's path."),
 ) -> None:
@@ -168,7 +172,7 @@ def _convert(source: str, out_dir: str | None, force: bool) -> int:
     return EXIT_FINDINGS if problems else EXIT_OK
 
 
-@app.command("convert")
+@app.command("convert", rich_help_panel=PANEL_RULES)
 def convert(
     source: str = typer.Argument(..., help="Compact JSON rule file (pattern/output_op)."),
     output: str | None = typer.Option(

@@ -9,7 +9,7 @@ from pathlib import Path
 import typer
 
 from ruleengine.cli.app import app
-from ruleengine.cli.common import EXIT_OK, guarded
+from ruleengine.cli.common import EXIT_OK, PANEL_ANALYSIS, PANEL_RULES, guarded
 from ruleengine.errors import UsageError
 
 
@@ -25,7 +25,7 @@ class Format(StrEnum):
 
 
 def _dims(values: list[str]) -> dict[str, int]:
-    from ruleengine.cli.fuse import parse_dims
+    from ruleengine.cli.common import parse_dims
 
     return parse_dims(values)
 
@@ -103,7 +103,7 @@ def candidates_text(result, *, near_misses: bool = False) -> str:
     return "\n".join(lines)
 
 
-@app.command("match")
+@app.command("match", rich_help_panel=PANEL_ANALYSIS)
 def match_command(
     model: Path = typer.Argument(..., help="ONNX model to match rules against."),
     rules: list[Path] = typer.Option(
@@ -141,7 +141,7 @@ def match_command(
     raise typer.Exit(guarded(run))
 
 
-@app.command("explain-rule")
+@app.command("explain-rule", rich_help_panel=PANEL_RULES)
 def explain_rule_command(
     rule_files: list[Path] = typer.Argument(..., help="Rule file(s) or directories."),
     datalog: bool = typer.Option(
