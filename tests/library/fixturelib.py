@@ -9,6 +9,7 @@ with seeded random data, so fixtures stay short while weights are real constants
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 
 import numpy as np
@@ -84,3 +85,67 @@ def save_fixture_model(fixture: Fixture, directory: Path) -> Path:
     out = directory / f"{fixture.rule}__{fixture.path.stem}.onnx"
     onnx.save(model, out)
     return out
+
+
+# --------------------------------------------------------------------------- semantics probe
+
+PROBE_RULE = """
+name: two_roots
+match:
+  ops:
+    - type: Relu
+    - type: Sigmoid
+      input_sources:
+        input0: {source_type: const_or_param}
+    - type: Add
+      input_sources:
+        input0: {from_op: 0}
+        input1: {from_op: 1}
+rewrite:
+  target_op: T
+"""
+
+PROBE_MODEL = """
+<ir_version: 8, opset_import: ["" : 17]>
+g (float[4] a, float[4] b) => (float[4] y)
+{
+  [r] ra = Relu (a)
+  [s] sb = Sigmoid (b)
+  [add] y = Add (ra, sb)
+}
+"""
+
+MULTI_ROOT_REASON = (
+    "the matcher chains an op whose input_sources give only source kinds to the previous op "
+    "(commit d429487); the contract (DESIGN.md, notes/common.md) chains only ops without "
+    "input_sources, and this rule has a second root written that way"
+)
+
+
+@cache
+def matcher_supports_multiple_roots() -> bool:
+    """Whether an op with kind-only input_sources starts a new root (the contract)."""
+    import tempfile
+
+    from ruleengine.graph import load_graph
+    from ruleengine.match import find_candidates
+    from ruleengine.rules import load_rule_set
+
+    with tempfile.TemporaryDirectory() as tmp:
+        rule = Path(tmp) / "two_roots.yaml"
+        rule.write_text(PROBE_RULE)
+        model = Path(tmp) / "m.onnx"
+        onnx.save(onnx.parser.parse_model(PROBE_MODEL), model)
+        result = find_candidates(load_graph(model), load_rule_set([rule]))
+    return any(c.node_set == {"r", "s", "add"} for c in result.candidates)
+
+
+def has_second_root(rule) -> bool:
+    """A rule alternative with an op (not the first) whose input_sources give only kinds."""
+    return any(
+        op.index > 0
+        and op.input_sources is not None
+        and all(src.from_op is None for src in op.input_sources)
+        for alt in rule.alternatives
+        for op in alt.ops
+    )
