@@ -26,10 +26,10 @@ SIGMOID_GATED = frozenset({"Sigmoid", "HardSigmoid"})  # x * Sigmoid(x) / x * Ha
 # Bars a model cannot meet yet, and why (kept visible: the test reports XPASS once fixed).
 KNOWN_SHORT = {
     "llama-tiny.ts.onnx": (
-        "the TorchScript export gives every Slice of rotary_half its own Constant "
-        "starts/ends/axes/steps; the cost model counts each as a kernel input, so every "
-        "RoPE group exceeds max_fused_inputs 8 (67% captured now, 82% when compile-time "
-        "constants are not counted: see docs/rule-library.md)"
+        "TorchScript computes the repeat_kv Expand shapes at run time from constants "
+        "(ConstantOfShape/Equal/Where); the cost model counts those two int64 tensors as "
+        "kernel inputs, so rmsnorm_rope_attention has 10 inputs > max_fused_inputs 8 "
+        "(75% captured now, 85% when constant-computed integer shapes take no input slot)"
     ),
 }
 
