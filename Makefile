@@ -15,7 +15,7 @@ $(STAMP): pyproject.toml
 install: $(STAMP)
 
 run: $(STAMP)
-	$(BIN)/autofusion fuse examples/mlp_block.onnx -o out/example
+	$(BIN)/autofusion fuse examples/mlp_block.onnx -o out/example --verify
 
 test: $(STAMP)
 	$(BIN)/ruff check .
