@@ -26,10 +26,10 @@ SIGMOID_GATED = frozenset({"Sigmoid", "HardSigmoid"})  # x * Sigmoid(x) / x * Ha
 # Bars a model cannot meet yet, and why (kept visible: the test reports XPASS once fixed).
 KNOWN_SHORT = {
     "llama-tiny.ts.onnx": (
-        "TorchScript computes the repeat_kv Expand shapes at run time from constants "
-        "(ConstantOfShape/Equal/Where); the cost model counts those two int64 tensors as "
-        "kernel inputs, so rmsnorm_rope_attention has 10 inputs > max_fused_inputs 8 "
-        "(75% captured now, 85% when constant-computed integer shapes take no input slot)"
+        "75% captured: the multi-root attention rules need the contract's chaining (see "
+        "MULTI_ROOT_REASON; 82% with it), and the single-root rmsnorm_rope_attention has "
+        "10 inputs on this export because TorchScript computes the two repeat_kv Expand "
+        "shapes at run time and the cost model counts them as kernel inputs (85% if not)"
     ),
 }
 
