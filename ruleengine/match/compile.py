@@ -188,10 +188,10 @@ def concretize(rule: Rule, aliases: Mapping[str, OpAlias]) -> tuple[Concrete, ..
                     slots.append(slot)
             for op_idx, op in enumerate(alt.ops):
                 dst = first[op_idx]
-                # no input_sources, or only source kinds (no from_op): a chain link
-                if op.input_sources is None or all(src.from_op is None for src in op.input_sources):
-                    if op_idx > 0:
-                        links.append(Link(last[op_idx - 1], dst, None))
+                if alt.chains_to_previous(op_idx):
+                    links.append(Link(last[op_idx - 1], dst, None))
+                    continue
+                if op.input_sources is None:  # op 0: a root
                     continue
                 for src in op.input_sources:
                     if src.from_op is None or src.from_op not in last:

@@ -226,7 +226,8 @@ def _check(
         where = f"op {op_idx} ({op.type})"
         b = bindings[first[op_idx]]
         spec = _resolve(op.type, aliases)
-        _check_sources(graph, op, op_idx, b, bindings, last, inside, comm, where)
+        chained = alt.chains_to_previous(op_idx)
+        _check_sources(graph, op, op_idx, chained, b, bindings, last, inside, comm, where)
         _check_input_count(graph, op, b, where)
         for i, slot in enumerate(conc.slots):
             if slot.op != op_idx:
@@ -289,6 +290,7 @@ def _check_sources(
     graph: Graph,
     op: OpPattern,
     op_idx: int,
+    chained: bool,
     b: Binding,
     bindings: list[Binding],
     last: dict[int, int],
@@ -300,8 +302,7 @@ def _check_sources(
         return
     node = b.node
     swapped = False
-    chained = all(src.from_op is None for src in op.input_sources)
-    if b.form is None and chained and op_idx > 0 and node.op_type in comm:
+    if b.form is None and chained and node.op_type in comm:
         # a chain link on a commutative binary op: if the previous op's output arrived on
         # a port the rule describes by source kind, the rule meant the other order
         prev_out = _out_node(bindings[last[op_idx - 1]]).outputs

@@ -300,8 +300,9 @@ def check_never_matches(rule: Rule) -> list[Diagnostic]:
     return out
 
 
-def _components(ops: Sequence[OpPattern]) -> list[list[int]]:
+def _components(alt: MatchAlternative) -> list[list[int]]:
     """Connected components of a pattern: chain links and from_op links, undirected."""
+    ops = alt.ops
     parent = list(range(len(ops)))
 
     def find(x: int) -> int:
@@ -311,7 +312,7 @@ def _components(ops: Sequence[OpPattern]) -> list[list[int]]:
         return x
 
     for op in ops:
-        sources = [op.index - 1] if op.input_sources is None and op.index > 0 else []
+        sources = [op.index - 1] if alt.chains_to_previous(op.index) else []
         sources += [s.from_op for s in op.input_sources or () if s.from_op is not None]
         for j in sources:
             if 0 <= j < len(ops):
@@ -325,7 +326,7 @@ def _components(ops: Sequence[OpPattern]) -> list[list[int]]:
 def check_disconnected(rule: Rule) -> list[Diagnostic]:
     out = []
     for alt in rule.alternatives:
-        parts = _components(alt.ops)
+        parts = _components(alt)
         if len(parts) < 2:
             continue
         loose = [i for part in parts[1:] for i in part]

@@ -86,6 +86,30 @@ class MatchAlternative:
     ops: tuple[OpPattern, ...]
     location: Location | None = None
 
+    def chains_to_previous(self, index: int) -> bool:
+        """Whether op ``index`` implicitly consumes an output of op ``index - 1``.
+
+        The one place this rule of the format is decided (matcher and linter both ask):
+        - no ``input_sources``: yes, a chain;
+        - ``input_sources`` with a ``from_op``: no, the links are explicit;
+        - ``input_sources`` naming only source kinds (``input1: {source_type: const}``):
+          yes, unless a later op takes op ``index - 1``'s output by ``from_op``; then op
+          ``index`` starts a new root of a multi-root pattern (e.g. the K projection of
+          an attention pattern whose QK MatMul names both projections by ``from_op``).
+        """
+        if index <= 0:
+            return False
+        op = self.ops[index]
+        if op.input_sources is None:
+            return True
+        if any(src.from_op is not None for src in op.input_sources):
+            return False
+        return not any(
+            src.from_op == index - 1
+            for later in self.ops[index + 1 :]
+            for src in later.input_sources or ()
+        )
+
 
 @dataclass(frozen=True)
 class SubgraphSpec:
