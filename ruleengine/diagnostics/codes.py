@@ -353,11 +353,13 @@ _CODES: tuple[CodeInfo, ...] = (
         "disconnected-pattern",
         _W,
         "Some ops of a pattern are not connected to the others.",
-        "Ops are connected by chaining (no `input_sources`: op i consumes op i-1) and by "
-        "`from_op` links. A part of the pattern with no link to op 0 would be matched "
-        "against every unrelated node (a cross product): slow, and never a fusible group.",
+        "Ops are connected by chaining (op i consumes op i-1 when it has no `input_sources`, "
+        "or only source kinds and no later op takes op i-1 by `from_op`) and by `from_op` "
+        "links. A part of the pattern with no link to op 0 would be matched against every "
+        "unrelated node (a cross product): slow, and never a fusible group.",
         "name: a\nmatch:\n  ops:\n    - type: MatMul\n    - type: Relu\n      input_sources:\n"
-        "        input0:\n          source_type: const_or_param\nrewrite:\n  target_op: A\n",
+        "        input0:\n          source_type: const_or_param\n    - type: Sigmoid\n"
+        "      input_sources:\n        input0:\n          from_op: 0\nrewrite:\n  target_op: A\n",
         command="check",
     ),
     # ------------------------------------------------------- AF5xx reading the ONNX model
