@@ -24,14 +24,7 @@ ACTIVATIONS = frozenset({"Relu", "Clip", "HardSwish", "LeakyRelu", "Gelu", "Elu"
 SIGMOID_GATED = frozenset({"Sigmoid", "HardSigmoid"})  # x * Sigmoid(x) / x * HardSigmoid(x)
 
 # Bars a model cannot meet yet, and why (kept visible: the test reports XPASS once fixed).
-KNOWN_SHORT = {
-    "llama-tiny.ts.onnx": (
-        "75% captured: the multi-root attention rules need the contract's chaining (see "
-        "MULTI_ROOT_REASON; 82% with it), and the single-root rmsnorm_rope_attention has "
-        "10 inputs on this export because TorchScript computes the two repeat_kv Expand "
-        "shapes at run time and the cost model counts them as kernel inputs (85% if not)"
-    ),
-}
+KNOWN_SHORT: dict[str, str] = {}
 
 
 def _load_bench():
