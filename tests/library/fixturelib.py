@@ -2,8 +2,10 @@
 
 A fixture is ``fixtures/<rule name>/positive_*.onnxtxt`` or ``negative_*.onnxtxt``: a model
 in the ONNX text format, preceded by ``# expect: n1,n2,...`` lines (one per candidate the
-rule must produce, as node names). Graph inputs named ``W_*`` become initializers filled
-with seeded random data, so fixtures stay short while weights are real constants.
+rule must produce, as node names); a negative may add ``# near-miss: code,...``: the
+reasons the matcher must record for rejecting the structural match (what ``explain``
+shows). Graph inputs named ``W_*`` become initializers filled with seeded random data, so
+fixtures stay short while weights are real constants.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ class Fixture:
     path: Path
     positive: bool
     expected: frozenset[frozenset[str]]
+    near_misses: frozenset[str] = frozenset()  # codes a negative must report (explain's "why")
 
     @property
     def id(self) -> str:
@@ -49,11 +52,14 @@ def discover() -> list[Fixture]:
         positive = path.name.startswith("positive_")
         assert positive or path.name.startswith("negative_"), path
         expected = []
+        near: set[str] = set()
         for line in path.read_text().splitlines():
             if line.startswith("# expect:"):
                 names = line.split(":", 1)[1]
                 expected.append(frozenset(n.strip() for n in names.split(",") if n.strip()))
-        out.append(Fixture(path.parent.name, path, positive, frozenset(expected)))
+            elif line.startswith("# near-miss:"):
+                near.update(c.strip() for c in line.split(":", 1)[1].split(",") if c.strip())
+        out.append(Fixture(path.parent.name, path, positive, frozenset(expected), frozenset(near)))
     return out
 
 

@@ -46,6 +46,10 @@ def test_fixture(fixture, tmp_path):
     else:
         assert not fixture.expected, f"{fixture.path}: a negative fixture expects nothing"
         assert not found, f"{fixture.id}: unexpected candidates {sorted(map(sorted, found))}"
+        codes = {nm.code for nm in result.near_misses if nm.candidate.rule == fixture.rule}
+        assert fixture.near_misses <= codes, (
+            f"{fixture.id}: near-miss codes {sorted(codes)} lack {sorted(fixture.near_misses)}"
+        )
 
 
 @pytest.mark.xfail(
