@@ -1,7 +1,8 @@
 """Coverage of the bundled rule library on real models, beside onnxruntime's own fusions.
 
-For every model in ../shared/models and every light model shipped inside the ``onnx``
-package (onnx/backend/test/data/light/*.onnx) it reports: fused groups per rule, nodes
+For every model in ../shared/models, every light model shipped inside the ``onnx``
+package (onnx/backend/test/data/light/*.onnx) and LLaMA-7B-shaped synthetic decoder
+layers (shapes only, ``llama7b_shaped``) it reports: fused groups per rule, nodes
 before/after, HBM traffic before/after (the cost model's numbers on the target), and the
 fraction of *fusable intermediate traffic* that the chosen groups capture; and, beside
 it, what onnxruntime's ORT_ENABLE_EXTENDED optimizer does on CPU (node count after, the
@@ -42,7 +43,7 @@ import onnx
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED_MODELS = ROOT / ".." / "shared" / "models"
-TRANSFORMER_FAMILIES = ("bert", "gpt2", "llama")
+TRANSFORMER_FAMILIES = ("bert", "gpt2", "llama")  # llama7b-shaped-* too
 CNN_FAMILIES = ("resnet",)
 
 # Ops whose output is metadata about a tensor (or a constant), never streamed data.
@@ -302,6 +303,112 @@ def ort_extended(path: Path) -> tuple[int, list[str]]:
     return len(optimized.graph.node), fused
 
 
+# ----------------------------------------------------------------------------- LLaMA-7B shape
+
+
+def _external_init(name: str, dims: list[int], dtype: int) -> onnx.TensorProto:
+    """An initializer with its shape only: its data lives in a weight file that is absent
+    (the loader never reads weights, so a 7B-shaped model costs a few kilobytes)."""
+    t = onnx.TensorProto(name=name, data_type=dtype, dims=dims)
+    t.data_location = onnx.TensorProto.EXTERNAL
+    size = int(np.prod(dims)) * np.dtype(onnx.helper.tensor_dtype_to_np_dtype(dtype)).itemsize
+    for key, value in (("location", "absent-weights.bin"), ("offset", "0"), ("length", str(size))):
+        entry = t.external_data.add()
+        entry.key, entry.value = key, value
+    return t
+
+
+def llama7b_shaped(
+    seq: int, layers: int = 2, hidden: int = 4096, heads: int = 32, inter: int = 11008
+) -> onnx.ModelProto:
+    """LLaMA-7B-shaped decoder layers (fp16) as the dynamo exporter writes them: RMSNorm
+    (Pow, ReduceMean, Add, Sqrt, Reciprocal, Mul, Mul), Q/K/V projections with head split,
+    rotate-half RoPE, masked softmax attention, head merge, o_proj + residual, SwiGLU MLP +
+    residual. Weights are shape-only (external data that does not exist)."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    hd = hidden // heads
+    f16 = TensorProto.FLOAT16
+
+    def const(name: str, value, dtype) -> onnx.TensorProto:
+        return numpy_helper.from_array(np.asarray(value, dtype=dtype), name)
+
+    inits = [
+        const("two", 2.0, np.float16),
+        const("eps", 1e-6, np.float16),
+        const("scale", 1 / np.sqrt(hd), np.float16),
+        const("axes", [-1], np.int64),
+        const("split", [1, seq, heads, hd], np.int64),
+        const("merge", [1, seq, hidden], np.int64),
+        const("s0", [0], np.int64),
+        const("half", [hd // 2], np.int64),
+        const("end", [2**62], np.int64),
+        const("ax3", [3], np.int64),
+        const("one", [1], np.int64),
+        _external_init("cos", [1, 1, seq, hd], f16),
+        _external_init("sin", [1, 1, seq, hd], f16),
+        _external_init("mask", [1, 1, seq, seq], f16),
+    ]
+    nodes: list[onnx.NodeProto] = []
+
+    def add(op: str, ins: list[str], **attrs) -> str:
+        out = f"{op.lower()}_{len(nodes)}"
+        nodes.append(helper.make_node(op, ins, [out], name=out, **attrs))
+        return out
+
+    def rmsnorm(x: str, w: str) -> str:
+        ms = add("ReduceMean", [add("Pow", [x, "two"]), "axes"], keepdims=1)
+        inv = add("Reciprocal", [add("Sqrt", [add("Add", [ms, "eps"])])])
+        return add("Mul", [w, add("Mul", [x, inv])])
+
+    def heads_of(h: str, w: str) -> str:
+        r = add("Reshape", [add("MatMul", [h, w]), "split"])
+        return add("Transpose", [r], perm=[0, 2, 1, 3])
+
+    def rope(x: str) -> str:
+        x1 = add("Slice", [x, "s0", "half", "ax3", "one"])
+        x2 = add("Slice", [x, "half", "end", "ax3", "one"])
+        rot = add("Concat", [add("Neg", [x2]), x1], axis=-1)
+        return add("Add", [add("Mul", [x, "cos"]), add("Mul", [rot, "sin"])])
+
+    x = "x"
+    for i in range(layers):
+        shapes = {"n1": [hidden], "n2": [hidden], "q": [hidden, hidden], "k": [hidden, hidden]}
+        shapes |= {"v": [hidden, hidden], "o": [hidden, hidden], "g": [hidden, inter]}
+        shapes |= {"u": [hidden, inter], "d": [inter, hidden]}
+        inits += [_external_init(f"l{i}_{n}", d, f16) for n, d in shapes.items()]
+        h = rmsnorm(x, f"l{i}_n1")
+        q, k, v = rope(heads_of(h, f"l{i}_q")), rope(heads_of(h, f"l{i}_k")), heads_of(h, f"l{i}_v")
+        scores = add("MatMul", [q, add("Transpose", [k], perm=[0, 1, 3, 2])])
+        probs = add("Softmax", [add("Add", [add("Mul", [scores, "scale"]), "mask"])], axis=-1)
+        ctx = add("Transpose", [add("MatMul", [probs, v])], perm=[0, 2, 1, 3])
+        x = add("Add", [x, add("MatMul", [add("Reshape", [ctx, "merge"]), f"l{i}_o"])])
+        h = rmsnorm(x, f"l{i}_n2")
+        gate = add("MatMul", [h, f"l{i}_g"])
+        act = add(
+            "Mul", [add("Mul", [gate, add("Sigmoid", [gate])]), add("MatMul", [h, f"l{i}_u"])]
+        )
+        x = add("Add", [x, add("MatMul", [act, f"l{i}_d"])])
+    graph = helper.make_graph(
+        nodes,
+        f"llama7b_shaped_seq{seq}",
+        [helper.make_tensor_value_info("x", f16, [1, seq, hidden])],
+        [helper.make_tensor_value_info(x, f16, [1, seq, hidden])],
+        initializer=inits,
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+
+
+def synthetic_models(directory: Path, seqs: tuple[int, ...] = (128, 512, 2048)) -> list[Path]:
+    """Write the LLaMA-7B-shaped models (2 layers) for the given sequence lengths."""
+    out = []
+    for seq in seqs:
+        path = directory / f"llama7b-shaped-2layer-seq{seq}.onnx"
+        onnx.save(llama7b_shaped(seq), path)
+        out.append(path)
+    return out
+
+
 # ----------------------------------------------------------------------------- report
 
 
@@ -336,12 +443,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--solver", default="exact", choices=("exact", "greedy"))
     ap.add_argument("--json", action="store_true", help="print JSON instead of a table")
     ap.add_argument("--no-ort", action="store_true", help="skip onnxruntime's optimizer")
+    ap.add_argument("--no-synthetic", action="store_true", help="skip the LLaMA-7B-shaped models")
     args = ap.parse_args(argv)
+    tmp = tempfile.TemporaryDirectory()
     models = args.models or [*shared_models(), *light_models()]
+    synthetic = [] if args.models or args.no_synthetic else synthetic_models(Path(tmp.name))
     rows = []
-    for path in models:
+    for path in [*models, *synthetic]:
         cov, _ = measure(path, preset=args.preset, target=args.target, solver=args.solver)
-        if not args.no_ort:
+        if not args.no_ort and path not in synthetic:  # no weights: ORT cannot load them
             cov.ort_nodes_after, cov.ort_fused_types = ort_extended(path)
         rows.append(cov)
         if not args.json:
