@@ -7,7 +7,7 @@ answer "why was this not fused?".
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from types import MappingProxyType
 
@@ -226,27 +226,75 @@ def score_one(
     )
 
 
+class _NearMissScored(ScoredCandidate):
+    """A near miss's record whose ``cost`` and ``details`` are computed on first read.
+
+    A near miss's verdict and reason come from the matcher; its numbers (what fusing it
+    would have been worth) are only shown by ``explain``. A big decoder has tens of
+    thousands of near misses, so scoring computes their traffic and UB need only when
+    something reads them; the values are exactly those ``score_one`` would compute.
+    """
+
+    def __init__(
+        self,
+        candidate: Candidate,
+        priority: int,
+        verdict: Verdict,
+        reason: str,
+        code: str,
+        cost: Cost | None = None,
+        details: object = None,
+        *,
+        _graph: Graph | None = None,
+        _target: Target | None = None,
+    ) -> None:
+        put = object.__setattr__
+        put(self, "candidate", candidate)
+        put(self, "priority", priority)
+        put(self, "verdict", verdict)
+        put(self, "reason", reason)
+        put(self, "code", code)
+        if _graph is None:  # dataclasses.replace(): the numbers are given
+            self.__dict__["_lazy"] = (cost, details)
+        else:
+            self.__dict__["_pending"] = (_graph, _target)
+
+    def _numbers(self) -> tuple[Cost | None, object]:
+        d = self.__dict__
+        if "_lazy" not in d:
+            graph, target = d.pop("_pending")
+            io = group_io(graph, self.candidate.nodes)
+            tr = traffic(graph, io)
+            details: dict[str, object] = {"inputs": io.inputs, "outputs": io.outputs}
+            cost = None
+            if not tr.unknown:
+                ub = ub_need(graph, io, target)
+                cost = compute_cost(graph, io, tr, ub, target)
+                details["ub_buffers"] = ub.buffers
+            d["_lazy"] = (cost, MappingProxyType(details))
+        return d["_lazy"]
+
+    @property  # type: ignore[override]
+    def cost(self) -> Cost | None:
+        return self._numbers()[0]
+
+    @property  # type: ignore[override]
+    def details(self) -> Mapping[str, object]:
+        return self._numbers()[1]  # type: ignore[return-value]
+
+
 def _from_near_miss(
     graph: Graph, nm: NearMiss, rule: Rule | None, target: Target
 ) -> ScoredCandidate:
     """A near miss keeps the matcher's code and reason; its numbers show what was at stake."""
-    verdict = _NEAR_MISS_VERDICTS.get(nm.code, Verdict.CONSTRAINT_FAILED)
-    io = group_io(graph, nm.candidate.nodes)
-    tr = traffic(graph, io)
-    details: dict[str, object] = {"inputs": io.inputs, "outputs": io.outputs}
-    cost = None
-    if not tr.unknown:
-        ub = ub_need(graph, io, target)
-        cost = compute_cost(graph, io, tr, ub, target)
-        details["ub_buffers"] = ub.buffers
-    return ScoredCandidate(
+    return _NearMissScored(
         nm.candidate,
         rule.priority if rule else 0,
-        verdict,
+        _NEAR_MISS_VERDICTS.get(nm.code, Verdict.CONSTRAINT_FAILED),
         nm.reason,
         nm.code,
-        cost,
-        MappingProxyType(details),
+        _graph=graph,
+        _target=target,
     )
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 
 @dataclass(frozen=True)
@@ -17,16 +18,19 @@ class Candidate:
     inputs: tuple[str, ...]  # tensors read from outside the candidate, first-use order
     outputs: tuple[str, ...]  # tensors produced inside and used outside (or graph outputs)
 
-    @property
+    # Derived views are computed once per record (cached_property writes the instance
+    # __dict__ directly, so it works on a frozen dataclass; they are not fields, so
+    # equality, hashing and repr are unchanged). Scoring and resolving read them often.
+    @cached_property
     def nodes(self) -> tuple[str, ...]:
         """Node names in the rule's op order (each op's nodes in topological order)."""
         return tuple(n for group in self.bindings for n in group)
 
-    @property
+    @cached_property
     def node_set(self) -> frozenset[str]:
         return frozenset(self.nodes)
 
-    @property
+    @cached_property
     def key(self) -> tuple:
         """Deterministic sort key."""
         return (self.rule, self.nodes, self.alternative)
