@@ -198,6 +198,7 @@ def _solve_exact(
                 first[n] = i
     cuts: list[frozenset[int]] = []
     solved: dict[tuple[int, ...], tuple[frozenset[int], str, int]] = {}
+    memo: dict[tuple, tuple[frozenset[int], str, int]] = {}
 
     def solve(members: tuple[int, ...]) -> tuple[frozenset[int], str, int]:
         if len(members) == 1:  # nothing to decide: a lone group with net > 0 is taken
@@ -207,16 +208,34 @@ def _solve_exact(
         if len(members) <= ENUMERATE_UP_TO:
             best = _enumerate(members, sets, weights, local_cuts)
             return best, "OPTIMAL", sum(weights[i] for i in best)
+        # The component in canonical form: nodes numbered by first use (members in
+        # order, each candidate's nodes in rule op order). CP-SAT sees only this form, so
+        # its answer never depends on node names or string hashing, and the identical
+        # components of a stack of identical layers are solved once.
         local = {g: k for k, g in enumerate(members)}
-        sol = solve_component(
-            [weights[g] for g in members],
-            [sets[g] for g in members],
-            [frozenset(local[g] for g in cut) for cut in local_cuts],
-            hint=frozenset(local[g] for g in members if id(cands[g]) in in_greedy),
-            time_limit_s=deadline - time.perf_counter(),
-            seed=seed,
+        label: dict[str, int] = {}
+        local_sets = tuple(
+            tuple(label.setdefault(n, len(label)) for n in cands[g].candidate.nodes)
+            for g in members
         )
-        return frozenset(members[k] for k in sol.selected), sol.status, sol.bound
+        local_weights = tuple(weights[g] for g in members)
+        local_cut_sets = tuple(sorted(tuple(sorted(local[g] for g in cut)) for cut in local_cuts))
+        hint = tuple(k for k, g in enumerate(members) if id(cands[g]) in in_greedy)
+        key = (local_weights, local_sets, local_cut_sets, hint)
+        hit = memo.get(key)
+        if hit is None:
+            sol = solve_component(
+                local_weights,
+                [frozenset(x) for x in local_sets],
+                [frozenset(c) for c in local_cut_sets],
+                hint=frozenset(hint),
+                time_limit_s=deadline - time.perf_counter(),
+                seed=seed,
+            )
+            hit = (sol.selected, sol.status, sol.bound)
+            if sol.status == "OPTIMAL":  # a time-limited answer is not reused
+                memo[key] = hit
+        return frozenset(members[k] for k in hit[0]), hit[1], hit[2]
 
     while True:
         current: dict[tuple[int, ...], tuple[frozenset[int], str, int]] = {}

@@ -5,7 +5,7 @@ One component of overlapping candidates at a time; the caller adds lazy cycle cu
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 
 from ortools.sat.python import cp_model
@@ -24,7 +24,7 @@ class ComponentSolution:
 
 def solve_component(
     weights: Sequence[int],
-    node_sets: Sequence[frozenset[str]],
+    node_sets: Sequence[frozenset[str]] | Sequence[frozenset[int]],
     cuts: Sequence[frozenset[int]],
     *,
     hint: frozenset[int] = frozenset(),
@@ -34,9 +34,11 @@ def solve_component(
 ) -> ComponentSolution:
     """Maximise the total weight of chosen candidates, no node twice, no cut fully chosen."""
     # Data: which candidates cover each node.
-    covering: dict[str, list[int]] = {}
+    # (nodes in sorted order: the model, hence the optimum CP-SAT returns among equal
+    # ones, must not depend on set iteration order, which varies with string hashing)
+    covering: dict[Hashable, list[int]] = {}
     for i, nodes in enumerate(node_sets):
-        for n in nodes:
+        for n in sorted(nodes):
             covering.setdefault(n, []).append(i)
 
     model = cp_model.CpModel()
