@@ -86,6 +86,41 @@ def op_class(name: str) -> frozenset[str]:
     return _FALLBACK.get(name, frozenset())
 
 
+VIEW, CUBE, REDUCE = 1, 2, 4  # bits of ``node_kinds``
+_KINDS: dict[int, tuple[Graph, dict[str, int]]] = {}
+
+
+def node_kinds(graph: Graph) -> dict[str, int]:
+    """Node name -> VIEW | CUBE | REDUCE bits, computed once per graph.
+
+    The cost model asks these questions of every node of every candidate (tens of
+    thousands on a big decoder); one dict lookup replaces three class lookups.
+    """
+    hit = _KINDS.get(id(graph))
+    if hit is not None and hit[0] is graph:
+        return hit[1]
+    kinds = {
+        n.name: (VIEW if is_view(n) else 0)
+        | (CUBE if is_cube(n) else 0)
+        | (REDUCE if is_reduce(n) else 0)
+        for n in graph.nodes
+    }
+    if len(_KINDS) > 8:
+        _KINDS.clear()
+    _KINDS[id(graph)] = (graph, kinds)
+    return kinds
+
+
+def flops_table(graph: Graph) -> dict[str, int]:
+    """The per-graph cache ``node_flops`` fills (node name -> flops)."""
+    hit = _FLOPS.get(id(graph))
+    if hit is None or hit[0] is not graph:
+        if len(_FLOPS) > 8:
+            _FLOPS.clear()
+        hit = _FLOPS[id(graph)] = (graph, {})
+    return hit[1]
+
+
 def is_view(node: Node) -> bool:
     return node.domain in ("", "ai.onnx") and node.op_type in op_class("@view")
 
@@ -137,12 +172,7 @@ def _shape(graph: Graph, tensor: str) -> tuple[int, ...]:
 
 def node_flops(graph: Graph, node: Node) -> int:
     """Flops of one node (cached per graph; see ``_node_flops``)."""
-    hit = _FLOPS.get(id(graph))
-    if hit is None or hit[0] is not graph:
-        if len(_FLOPS) > 8:
-            _FLOPS.clear()
-        hit = _FLOPS[id(graph)] = (graph, {})
-    cache = hit[1]
+    cache = flops_table(graph)
     if node.name not in cache:
         cache[node.name] = _node_flops(graph, node)
     return cache[node.name]

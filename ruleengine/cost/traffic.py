@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from ruleengine.cost.opinfo import is_view, node_flops, size_table
+from ruleengine.cost.opinfo import VIEW, flops_table, node_flops, node_kinds, size_table
 from ruleengine.graph.model import Graph, Node
 
 
@@ -60,21 +60,25 @@ def topo_position(graph: Graph) -> dict[str, int]:
 
 
 def group_io(graph: Graph, names: Iterable[str]) -> GroupIO:
-    nodes = ordered_nodes(graph, names)
+    pos = topo_position(graph)
+    kinds = node_kinds(graph)
+    node_of = graph.node
+    nodes = tuple(sorted((node_of(n) for n in set(names)), key=lambda n: pos[n.name]))
     inside = {n.name for n in nodes}
     produced: set[str] = set()
     root: dict[str, str] = {}
     data_inputs: dict[str, None] = {}
     meta_inputs: dict[str, None] = {}
     for node in nodes:
-        view = is_view(node)
-        for port, t in enumerate(node.inputs):
-            if not t or t in produced:
-                continue
-            if view and port > 0:
-                meta_inputs.setdefault(t, None)
-            else:
-                data_inputs.setdefault(t, None)
+        view = kinds[node.name] & VIEW
+        port = 0
+        for t in node.inputs:
+            if t and t not in produced:
+                if view and port > 0:
+                    meta_inputs.setdefault(t, None)
+                else:
+                    data_inputs.setdefault(t, None)
+            port += 1
         if view and node.inputs and node.inputs[0]:
             src = node.inputs[0]
             for t in node.outputs:
@@ -88,11 +92,12 @@ def group_io(graph: Graph, names: Iterable[str]) -> GroupIO:
         meta_inputs.pop(t, None)
     outputs: list[str] = []
     intermediates: list[str] = []
+    tensors = graph.tensors
     for node in nodes:
         for t in node.outputs:
             if not t:
                 continue
-            tensor = graph.tensors.get(t)
+            tensor = tensors.get(t)
             escapes = tensor is not None and (
                 tensor.is_graph_output or any(c not in inside for c, _ in tensor.consumers)
             )
@@ -110,6 +115,8 @@ def group_io(graph: Graph, names: Iterable[str]) -> GroupIO:
 def traffic(graph: Graph, io: GroupIO) -> Traffic:
     """Bytes and tensor accesses before/after fusing ``io.nodes``, plus their flops."""
     table = size_table(graph)
+    kinds = node_kinds(graph)
+    flops_of = flops_table(graph)
     unknown: list[str] = []
 
     def size(t: str) -> int:
@@ -127,9 +134,10 @@ def traffic(graph: Graph, io: GroupIO) -> Traffic:
     compute_outputs: set[str] = set()
     root = io.root
     for node in io.nodes:
-        if is_view(node):
+        if kinds[node.name] & VIEW:
             continue
-        flops += node_flops(graph, node)
+        f = flops_of.get(node.name)
+        flops += node_flops(graph, node) if f is None else f
         reads = dict.fromkeys(t for t in node.inputs if t)
         writes = [t for t in node.outputs if t]
         for t in reads:

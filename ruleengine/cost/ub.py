@@ -28,10 +28,11 @@ from dataclasses import dataclass
 
 from ruleengine.cost.model import Target
 from ruleengine.cost.opinfo import (
+    CUBE,
     CUBE_MATRIX_PORTS,
-    is_cube,
-    is_reduce,
-    is_view,
+    REDUCE,
+    VIEW,
+    node_kinds,
     reduced_axes,
     size_table,
 )
@@ -70,20 +71,37 @@ def _block(shape: tuple[int, ...], elems: int) -> tuple[int, ...]:
     return tuple(reversed(out))
 
 
+_ROWS: dict[int, tuple[Graph, dict[str, int]]] = {}
+
+
+def _reduced_row(graph: Graph, node: Node, shape: tuple[int, ...]) -> int:
+    """Elements of one whole row of a reduction's reduced axes (cached per graph)."""
+    hit = _ROWS.get(id(graph))
+    if hit is None or hit[0] is not graph:
+        if len(_ROWS) > 8:
+            _ROWS.clear()
+        hit = _ROWS[id(graph)] = (graph, {})
+    rows = hit[1]
+    row = rows.get(node.name)
+    if row is None:
+        row = rows[node.name] = math.prod(shape[a] for a in reduced_axes(graph, node))
+    return row
+
+
 def ub_need(graph: Graph, io: GroupIO, target: Target) -> UBNeed:
     """The working set of the smallest legal tiling of the group (see the module doc)."""
     limit = target.ub_usable_bytes
     table = size_table(graph)
+    kinds = node_kinds(graph)
+    _none = (None, None, None)
 
     def shape_of(t: str) -> tuple[int, ...] | None:
-        entry = table.get(t) if t else None
-        return entry[0] if entry is not None else None
+        return table.get(t, _none)[0] if t else None
 
     def item(t: str) -> int:
-        entry = table.get(t) if t else None
-        return (entry[1] if entry is not None else None) or 4
+        return (table.get(t, _none)[1] if t else None) or 4
 
-    compute = [n for n in io.nodes if not is_view(n)]
+    compute = [n for n in io.nodes if not kinds[n.name] & VIEW]
     if not compute:
         return UBNeed(0, limit, 0, (), "", (), True)
     # Anchor: the largest escaping output of a compute node (else the last output).
@@ -109,12 +127,15 @@ def ub_need(graph: Graph, io: GroupIO, target: Target) -> UBNeed:
     ]
     upper: list[tuple[int, Node]] = []
     for node in compute:
-        if is_reduce(node) and node.inputs and shape_of(node.inputs[0]):
+        kind = kinds[node.name]
+        if not kind & (REDUCE | CUBE):
+            continue
+        if kind & REDUCE and node.inputs and shape_of(node.inputs[0]):
             shape = shape_of(node.inputs[0]) or ()
-            row = math.prod(shape[a] for a in reduced_axes(graph, node))
+            row = _reduced_row(graph, node, shape)
             n_in = max(1, math.prod(shape))
             lower.append((min(a_numel, -(-row * a_numel // n_in)), node, row))
-        if is_cube(node) and node.outputs and shape_of(node.outputs[0]):
+        if kind & CUBE and node.outputs and shape_of(node.outputs[0]):
             shape = shape_of(node.outputs[0]) or ()
             n_out = max(1, math.prod(shape))
             if node.op_type.startswith("Conv") and len(shape) >= 3:
@@ -129,28 +150,30 @@ def ub_need(graph: Graph, io: GroupIO, target: Target) -> UBNeed:
             upper.append((max(1, max_tile * a_numel // n_out), node))
     need_min = max(e for e, _, _ in lower)
     # Tilings from small to large: the largest lower bound, then powers of two, then A.
-    steps = [need_min]
-    p = 1
-    while p < a_numel:
-        if p > need_min:
-            steps.append(p)
-        p *= 2
-    steps.append(a_numel)
+    # The first one no upper bound rules out is chosen.
+    cap = min((c for c, _ in upper), default=None)
     legal = False
     chosen = need_min
-    for e in steps:
-        if all(e <= cap for cap, _ in upper):
-            chosen, legal = e, True
-            break
+    if cap is None or need_min <= cap:
+        chosen, legal = need_min, True
+    else:
+        p = 1
+        while p < a_numel:
+            if p > need_min and p <= cap:
+                chosen, legal = p, True
+                break
+            p *= 2
+        if not legal and a_numel <= cap:
+            chosen, legal = a_numel, True
     why = ""
     if not legal:
         needs = [
-            f"{n.name} needs {'whole rows of' if is_reduce(n) else 'tiles of at least'} "
+            f"{n.name} needs {'whole rows of' if kinds[n.name] & REDUCE else 'tiles of at least'} "
             f"{size} elements"
             for _, n, size in lower
             if n is not None
         ]
-        caps = [f"{n.name} tile bounded by L0C" for cap, n in upper if need_min > cap]
+        caps = [f"{n.name} tile bounded by L0C" for c, n in upper if need_min > c]
         why = f"no tiling satisfies both bounds ({'; '.join(needs + caps)})"
 
     # Buffers of the chosen tiling.
@@ -158,7 +181,7 @@ def ub_need(graph: Graph, io: GroupIO, target: Target) -> UBNeed:
     align = target.ub_align_bytes
     seen: set[str] = set()
     for node in compute:
-        cube = is_cube(node)
+        cube = kinds[node.name] & CUBE
         for t in node.outputs:
             if not t or t in seen:
                 continue
@@ -171,10 +194,13 @@ def ub_need(graph: Graph, io: GroupIO, target: Target) -> UBNeed:
             buffers.append((t, nbuf))
     # External inputs, each with the compute nodes reading it (directly or through views).
     readers: dict[str, list[tuple[str, int]]] = {}
+    root = io.root
     for node in compute:
-        for port, x in enumerate(node.inputs):
+        port = 0
+        for x in node.inputs:
             if x:
-                readers.setdefault(io.root.get(x, x), []).append((node.op_type, port))
+                readers.setdefault(root.get(x, x), []).append((node.op_type, port))
+            port += 1
     for t in io.inputs:
         shape = shape_of(t)
         if shape is None or t in seen or math.prod(shape) <= 1 or t not in readers:

@@ -25,6 +25,7 @@ import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from ruleengine.errors import UsageError
 from ruleengine.ops.classes import OPAQUE_MARKER, commutative_ops, op_classes
@@ -136,6 +137,25 @@ class Concrete:
 
     def head_vars(self) -> tuple[str, ...]:
         return tuple(v for s in self.slots for v in s.node_vars())
+
+    # Shapes the matcher reads for every answer row, computed once per clause
+    # (cached_property writes the instance __dict__, fine on a frozen dataclass).
+    @cached_property
+    def slot_sizes(self) -> tuple[int, ...]:
+        """How many head variables (nodes) each slot binds."""
+        return tuple(len(s.node_vars()) for s in self.slots)
+
+    @cached_property
+    def n_head(self) -> int:
+        return sum(self.slot_sizes)
+
+    @cached_property
+    def slots_by_op(self) -> Mapping[int, tuple[int, ...]]:
+        """Pattern op -> indices of its slots (a repeated op has several), in order."""
+        out: dict[int, list[int]] = {}
+        for i, slot in enumerate(self.slots):
+            out.setdefault(slot.op, []).append(i)
+        return {op: tuple(v) for op, v in out.items()}
 
 
 def _is_commutative(types: frozenset[str]) -> bool:
@@ -474,9 +494,12 @@ def program_text(
     alive: set[str] | None = None,
     comments: bool = False,
     defined_out: set[str] | None = None,
+    chains: bool = False,
 ) -> str:
     """The Datalog program as text. ``alive``: predicates that have facts (clauses using
-    any other fact predicate are left out, since they cannot match)."""
+    any other fact predicate are left out, since they cannot match). ``chains``: a clause
+    that is nothing but a chain of one edge predicate (a repeated op, e.g. ``repeat: {min:
+    2, max: 8}``) calls a shared chain predicate instead (see ``_chain_clauses``)."""
     fact_preds = set(prog.edge_preds) | set(prog.node_preds) | {"tin", "cin"}
     lines: list[str] = []
 
@@ -518,17 +541,76 @@ def program_text(
                 continue
             body = " & ".join(_fmt(lit) for lit in order_literals(lits, counts))
             lines.append(f"# {composite_head(prog, name)} <= {body}")
+    chain_len: dict[str, int] = {}  # edge predicate -> longest chain a clause calls
     for rule_name, clauses in prog.rule_clauses.items():
         if comments:
             lines.append(f"# rule {rule_name}")
         for head, lits in clauses:
             if not usable(lits, defined):
                 continue
-            body = " & ".join(_fmt(lit) for lit in _order_clause(lits, counts))
+            chain = _pure_chain(lits) if chains else None
+            if chain is not None:
+                pred, nodes = chain
+                chain_len[pred] = max(chain_len.get(pred, 0), len(nodes))
+                body = f"{_chain_pred(pred, len(nodes))}({', '.join(nodes)})"
+            else:
+                body = " & ".join(_fmt(lit) for lit in _order_clause(lits, counts))
             lines.append(f"{head} <= {body}")
             if defined_out is not None:
                 defined_out.add(head.split("(", 1)[0])
+    for pred in sorted(chain_len):
+        lines.extend(_chain_clauses(pred, chain_len[pred]))
     return "\n".join(lines) + "\n"
+
+
+def _chain_pred(pred: str, n_nodes: int) -> str:
+    return f"r{n_nodes}_{pred}"
+
+
+def _chain_clauses(pred: str, longest: int) -> list[str]:
+    """``r<k>_<pred>(A0..A<k-1>)``: paths of k nodes along ``pred``, each length built
+    from the one before. A repeat rule compiles to one clause per length; written out,
+    each clause re-walked every shorter path from scratch (the 2..8 elementwise chain
+    cost 7 walks). Called with every argument free, each length is computed once and
+    tabled, and the next length extends its answers by one edge: the same answers."""
+    out = [f"{_chain_pred(pred, 2)}(A0, A1) <= {pred}(A0, A1, P1)"]
+    for k in range(3, longest + 1):
+        prev = ", ".join(f"A{i}" for i in range(k - 1))
+        out.append(
+            f"{_chain_pred(pred, k)}({prev}, A{k - 1}) <= {_chain_pred(pred, k - 1)}({prev}) & "
+            f"{pred}(A{k - 2}, A{k - 1}, P{k - 1})"
+        )
+    return out
+
+
+def _pure_chain(lits: list[Literal]) -> tuple[str, tuple[str, ...]] | None:
+    """(edge predicate, node variables in path order) when ``lits`` are two or more
+    literals of one edge predicate linking distinct node variables into one path, each
+    on a port variable of its own; else None."""
+    if len(lits) < 2:
+        return None
+    pred = lits[0][0]
+    if not pred.startswith("e_") or any(lit[0] != pred or len(lit[1]) != 3 for lit in lits):
+        return None
+    nxt: dict[object, object] = {}
+    ports: set[object] = set()
+    for _, (src, dst, port) in lits:
+        if not (_is_var(src) and _is_var(dst) and _is_var(port)) or src in nxt or port in ports:
+            return None
+        nxt[src] = dst
+        ports.add(port)
+    starts = set(nxt) - set(nxt.values())
+    if len(starts) != 1:
+        return None
+    path = [next(iter(starts))]
+    while path[-1] in nxt:
+        path.append(nxt[path[-1]])
+        if len(path) > len(lits) + 1:
+            return None
+    nodes = tuple(str(v) for v in path)
+    if len(nodes) != len(lits) + 1 or len(set(nodes)) != len(nodes) or ports & set(nodes):
+        return None
+    return pred, nodes
 
 
 def fact_schema(prog: Program) -> str:

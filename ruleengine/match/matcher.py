@@ -68,7 +68,7 @@ def _find(
     facts = build_facts(graph, prog)
     counts = Counter(pred for pred, _ in facts)
     heads: set[str] = set()
-    text = program_text(prog, counts, alive=set(counts), defined_out=heads)
+    text = program_text(prog, counts, alive=set(counts), defined_out=heads, chains=True)
     t2 = time.perf_counter()
     queries = [(h, a) for (h, a, _) in prog.rules.values() if h in heads]
     timings: dict[str, float] = {}
@@ -76,19 +76,26 @@ def _find(
     t3 = time.perf_counter()
     candidates: dict[tuple, Candidate] = {}
     near: dict[tuple, NearMiss] = {}
+    plans: dict[tuple[str, int], tuple] = {}
     for rule in rules:
         head, _arity, combos = prog.rules[rule.name]
         for row in answers.get(head, ()):
             conc = combos[row[0]]
-            names = [v for v in row[1 : 1 + len(conc.head_vars())]]
-            if PAD in names and any(n == PAD for n in names):
+            names = list(row[1 : 1 + conc.n_head])
+            if PAD in names:
                 continue
             try:
                 cand, slot_bindings = _build(graph, rule, conc, names)
             except _Reject:
                 continue  # structurally not a match (e.g. a node bound twice)
+            if cand.key in candidates:
+                continue  # the same subgraph again (e.g. a commutative op's other order)
+            plan_key = (rule.name, conc.alternative)
+            plan = plans.get(plan_key)
+            if plan is None:
+                plan = plans[plan_key] = _op_plan(rule, conc.alternative, aliases)
             try:
-                _check(graph, rule, conc, cand, slot_bindings, aliases)
+                _check(graph, rule, conc, cand, slot_bindings, aliases, plan)
             except _Reject as rej:
                 near.setdefault(cand.key, NearMiss(cand, rej.code, rej.reason))
                 continue
@@ -125,11 +132,10 @@ def _find(
 def _slot_bindings(graph: Graph, conc: Concrete, names: list[str]) -> list[Binding]:
     out: list[Binding] = []
     pos = 0
-    for slot in conc.slots:
-        k = len(slot.node_vars())
-        nodes = tuple(graph.node(n) for n in names[pos : pos + k])
+    node = graph.node
+    for slot, k in zip(conc.slots, conc.slot_sizes, strict=True):
+        out.append(Binding(tuple(node(n) for n in names[pos : pos + k]), slot.form))
         pos += k
-        out.append(Binding(nodes, slot.form))
     return out
 
 
@@ -140,16 +146,17 @@ def _ordered(nodes: list[Node]) -> tuple[str, ...]:
 def _io(graph: Graph, nodes: list[Node]) -> tuple[tuple[str, ...], tuple[str, ...]]:
     inside = {n.name for n in nodes}
     produced: set[str] = {t for n in nodes for t in n.outputs if t}
-    inputs: list[str] = []
+    inputs: dict[str, None] = {}
     outputs: list[str] = []
+    tensors = graph.tensors
     for n in sorted(nodes, key=lambda n: n.index):
         for t in n.inputs:
-            if t and t not in produced and t not in inputs:
-                inputs.append(t)
+            if t and t not in produced:
+                inputs[t] = None
         for t in n.outputs:
             if not t:
                 continue
-            tensor = graph.tensors.get(t)
+            tensor = tensors.get(t)
             if tensor is None:
                 continue
             if tensor.is_graph_output or any(c not in inside for c, _ in tensor.consumers):
@@ -204,6 +211,18 @@ def _reads(node: Node, tensor: str) -> list[int]:
     return [p for p, t in enumerate(node.inputs) if t == tensor]
 
 
+def _op_plan(rule: Rule, alternative: int, aliases: Mapping[str, OpAlias]) -> tuple:
+    """Per pattern op of one alternative: (index, op, where, resolved type, chained).
+
+    The same for every binding of the alternative, so ``_find`` computes it once.
+    """
+    alt = rule.alternatives[alternative]
+    return tuple(
+        (i, op, f"op {i} ({op.type})", _resolve(op.type, aliases), alt.chains_to_previous(i))
+        for i, op in enumerate(alt.ops)
+    )
+
+
 def _check(
     graph: Graph,
     rule: Rule,
@@ -211,27 +230,22 @@ def _check(
     cand: Candidate,
     bindings: list[Binding],
     aliases: Mapping[str, OpAlias],
+    plan: tuple | None = None,
 ) -> None:
-    alt = rule.alternatives[conc.alternative]
+    if plan is None:
+        plan = _op_plan(rule, conc.alternative, aliases)
     names = [n for g in cand.bindings for n in g]
     inside = set(names)
-    first: dict[int, int] = {}
-    last: dict[int, int] = {}
-    for i, slot in enumerate(conc.slots):
-        first.setdefault(slot.op, i)
-        last[slot.op] = i
+    by_op = conc.slots_by_op
+    first = {op: idx[0] for op, idx in by_op.items()}
+    last = {op: idx[-1] for op, idx in by_op.items()}
     comm = commutative_ops()
 
-    for op_idx, op in enumerate(alt.ops):
-        where = f"op {op_idx} ({op.type})"
+    for op_idx, op, where, spec, chained in plan:
         b = bindings[first[op_idx]]
-        spec = _resolve(op.type, aliases)
-        chained = alt.chains_to_previous(op_idx)
         _check_sources(graph, op, op_idx, chained, b, bindings, last, inside, comm, where)
         _check_input_count(graph, op, b, where)
-        for i, slot in enumerate(conc.slots):
-            if slot.op != op_idx:
-                continue
+        for i in by_op.get(op_idx, ()):
             try:
                 check_params(graph, op.type, op.params, spec.alias, bindings[i], where)
             except ParamFailure as exc:

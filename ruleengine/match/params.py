@@ -290,6 +290,8 @@ def check_params(
     where: str,
 ) -> None:
     """Raise ParamFailure on the first param that does not hold for ``binding``."""
+    if not params and (alias is None or not alias.implied_params):
+        return  # nothing to check (most ops of most rules)
     merged = dict(alias.implied_params) if alias is not None else {}
     merged.update(params)
     for name, want in merged.items():

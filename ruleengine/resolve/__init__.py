@@ -87,6 +87,19 @@ def resolve(
     seed: int = 0,
 ) -> Resolution:
     """Choose the fused groups among the viable (``verdict == FUSE``) candidates."""
+    from ruleengine.cost.scoring import paused_gc
+
+    with paused_gc():
+        return _resolve(graph, scored, solver, time_limit_s, seed)
+
+
+def _resolve(
+    graph: Graph,
+    scored: Sequence[ScoredCandidate],
+    solver: str,
+    time_limit_s: float,
+    seed: int,
+) -> Resolution:
     if solver not in SOLVERS:
         raise UsageError(f"unknown solver {solver!r}; choose one of {', '.join(SOLVERS)}")
     if solver == "exact":
