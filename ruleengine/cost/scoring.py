@@ -15,10 +15,17 @@ from types import MappingProxyType
 
 from ruleengine.cost.constraints import Context, evaluate
 from ruleengine.cost.model import Cost, ScoredCandidate, Target, Verdict
-from ruleengine.cost.opinfo import is_view
+from ruleengine.cost.opinfo import (
+    REDUCE,
+    is_view,
+    node_flops,
+    node_kinds,
+    size_table,
+    static_shape,
+)
 from ruleengine.cost.traffic import GroupIO, Traffic, group_io, traffic
-from ruleengine.cost.ub import UBNeed, ub_need
-from ruleengine.graph.model import Graph
+from ruleengine.cost.ub import UBNeed, reduced_row, ub_need
+from ruleengine.graph.model import Graph, Node
 from ruleengine.match.model import Candidate, MatchResult, NearMiss
 from ruleengine.resolve.topology import is_convex
 from ruleengine.rules.model import Rule, RuleSet
@@ -136,17 +143,132 @@ def _dynamic_reason(graph: Graph, unknown: tuple[str, ...]) -> str:
     return f"size of {names} is not known statically ({how})"
 
 
+class GroupMemo:
+    """Traffic and UB need of groups, shared between groups of the same local structure.
+
+    A decoder stack repeats one layer, so most candidates have a twin in every layer:
+    same op types, same tensor sizes, same wiring, same tensors leaving the group. Both
+    numbers are pure functions of that local structure, so they are computed once per
+    structure and mapped back onto each group's own tensor names. The key holds every
+    input the two computations read: per node its op type, domain, kind bits, flops,
+    reduced row and wiring (tensors numbered by first use); per tensor its static
+    shape, element size, byte size and name length (the anchor's tie-break); the
+    group's inputs, view-only inputs, outputs and storage roots. An illegal tiling
+    (whose reason names nodes) is never shared. One memo per target and graph.
+    """
+
+    def __init__(self, graph: Graph, target: Target) -> None:
+        self.graph = graph
+        self.target = target
+        self._seen: dict[tuple, tuple] = {}
+        self._node_feat: dict[str, tuple] = {}
+        self._kinds = node_kinds(graph)
+        self._table = size_table(graph)
+
+    def _features(self, n: Node) -> tuple:
+        """What traffic and UB read of a node besides its wiring (once per node)."""
+        kind = self._kinds[n.name]
+        row = _reduced_row_of(self.graph, n) if kind & REDUCE else 0
+        return (n.op_type, n.domain, kind, node_flops(self.graph, n), row)
+
+    def analyse(self, names: Sequence[str]) -> tuple[GroupIO, Traffic, UBNeed | None]:
+        """``group_io``, ``traffic`` and (when every size is known) ``ub_need``."""
+        graph = self.graph
+        io = group_io(graph, names)
+        ids: dict[str, int] = {}
+
+        def lid(t: str) -> int:
+            if not t:
+                return -1
+            i = ids.get(t)
+            if i is None:
+                i = ids[t] = len(ids)
+            return i
+
+        node_feat = self._node_feat
+        wiring = []
+        for n in io.nodes:
+            feat = node_feat.get(n.name)
+            if feat is None:
+                feat = node_feat[n.name] = self._features(n)
+            wiring.append((feat, tuple(lid(t) for t in n.inputs), tuple(lid(t) for t in n.outputs)))
+        key_io = (
+            tuple(lid(t) for t in io.inputs),
+            tuple(lid(t) for t in io.meta_inputs),
+            tuple(lid(t) for t in io.outputs),
+            tuple(sorted((lid(t), lid(r)) for t, r in io.root.items())),
+        )
+        names_by_id = tuple(ids)
+        table = self._table
+        tensors = tuple((table.get(t), len(t)) for t in names_by_id)
+        key = (tuple(wiring), key_io, tensors)
+        hit = self._seen.get(key)
+        if hit is not None:
+            tr_l, ub_l = hit
+            tr = Traffic(*tr_l[:5], tuple(names_by_id[i] for i in tr_l[5]))
+            if ub_l is None:
+                return io, tr, None
+            size, limit, elems, tile, anchor, buffers = ub_l
+            ub = UBNeed(
+                size,
+                limit,
+                elems,
+                tile,
+                names_by_id[anchor] if anchor >= 0 else "",
+                tuple((names_by_id[i], b) for i, b in buffers),
+                True,
+            )
+            return io, tr, ub
+        tr = traffic(graph, io)
+        ub = None if tr.unknown else ub_need(graph, io, self.target)
+        if ub is None or ub.legal:
+            tr_l = (*astuple_traffic(tr), tuple(ids[t] for t in tr.unknown))
+            ub_l = (
+                None
+                if ub is None
+                else (
+                    ub.bytes,
+                    ub.limit,
+                    ub.tile_elems,
+                    ub.tile,
+                    ids[ub.anchor] if ub.anchor else -1,
+                    tuple((ids[t], b) for t, b in ub.buffers),
+                )
+            )
+            self._seen[key] = (tr_l, ub_l)
+        return io, tr, ub
+
+
+def astuple_traffic(tr: Traffic) -> tuple[int, int, int, int, int]:
+    return (tr.bytes_before, tr.bytes_after, tr.accesses_before, tr.accesses_after, tr.flops)
+
+
+def _reduced_row_of(graph: Graph, node: Node) -> int:
+    shape = static_shape(graph, node.inputs[0]) if node.inputs else None
+    return reduced_row(graph, node, shape) if shape else 0
+
+
 def score_one(
     graph: Graph,
     candidate: Candidate,
     rule: Rule | None,
     target: Target,
     benefit_threshold: float | None = None,
+    *,
+    memo: GroupMemo | None = None,
 ) -> ScoredCandidate:
-    """Cost and judge one candidate (verdicts in a fixed order of precedence)."""
+    """Cost and judge one candidate (verdicts in a fixed order of precedence).
+
+    ``memo`` (one per graph and target) shares traffic and UB numbers between groups
+    of identical local structure; the result is the same with or without it.
+    """
     priority = rule.priority if rule else 0
-    io = group_io(graph, candidate.nodes)
-    tr = traffic(graph, io)
+    if memo is not None and memo.graph is graph and memo.target is target:
+        io, tr, ub_known = memo.analyse(candidate.nodes)
+    else:
+        io = group_io(graph, candidate.nodes)
+        tr = traffic(graph, io)
+        ub_known = None
     details: dict[str, object] = {
         "inputs": io.inputs,
         "outputs": io.outputs,
@@ -162,7 +284,7 @@ def score_one(
         return verdict(
             Verdict.DYNAMIC_SHAPE, "dynamic-shape", _dynamic_reason(graph, tr.unknown), None
         )
-    ub = ub_need(graph, io, target)
+    ub = ub_known if ub_known is not None else ub_need(graph, io, target)
     cost = compute_cost(graph, io, tr, ub, target)
     details["ub_buffers"] = ub.buffers
     details["ub_anchor"] = ub.anchor
@@ -347,8 +469,10 @@ def score_candidates(
         candidates, near = tuple(match_result), ()
     rules = rule_set.by_name()
     with paused_gc():
+        memo = GroupMemo(graph, target)
         scored = [
-            score_one(graph, c, rules.get(c.rule), target, benefit_threshold) for c in candidates
+            score_one(graph, c, rules.get(c.rule), target, benefit_threshold, memo=memo)
+            for c in candidates
         ]
         scored = _reduce_duplicates(scored)
         scored += [_from_near_miss(graph, nm, rules.get(nm.candidate.rule), target) for nm in near]

@@ -74,7 +74,7 @@ def _block(shape: tuple[int, ...], elems: int) -> tuple[int, ...]:
 _ROWS: dict[int, tuple[Graph, dict[str, int]]] = {}
 
 
-def _reduced_row(graph: Graph, node: Node, shape: tuple[int, ...]) -> int:
+def reduced_row(graph: Graph, node: Node, shape: tuple[int, ...]) -> int:
     """Elements of one whole row of a reduction's reduced axes (cached per graph)."""
     hit = _ROWS.get(id(graph))
     if hit is None or hit[0] is not graph:
@@ -132,7 +132,7 @@ def ub_need(graph: Graph, io: GroupIO, target: Target) -> UBNeed:
             continue
         if kind & REDUCE and node.inputs and shape_of(node.inputs[0]):
             shape = shape_of(node.inputs[0]) or ()
-            row = _reduced_row(graph, node, shape)
+            row = reduced_row(graph, node, shape)
             n_in = max(1, math.prod(shape))
             lower.append((min(a_numel, -(-row * a_numel // n_in)), node, row))
         if kind & CUBE and node.outputs and shape_of(node.outputs[0]):

@@ -150,6 +150,16 @@ class Concrete:
         return sum(self.slot_sizes)
 
     @cached_property
+    def first_slot(self) -> Mapping[int, int]:
+        """Pattern op -> its first slot."""
+        return {op: idx[0] for op, idx in self.slots_by_op.items()}
+
+    @cached_property
+    def last_slot(self) -> Mapping[int, int]:
+        """Pattern op -> its last slot (whose output the next op reads)."""
+        return {op: idx[-1] for op, idx in self.slots_by_op.items()}
+
+    @cached_property
     def slots_by_op(self) -> Mapping[int, tuple[int, ...]]:
         """Pattern op -> indices of its slots (a repeated op has several), in order."""
         out: dict[int, list[int]] = {}

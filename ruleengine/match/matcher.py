@@ -234,11 +234,10 @@ def _check(
 ) -> None:
     if plan is None:
         plan = _op_plan(rule, conc.alternative, aliases)
-    names = [n for g in cand.bindings for n in g]
+    names = cand.nodes
     inside = set(names)
     by_op = conc.slots_by_op
-    first = {op: idx[0] for op, idx in by_op.items()}
-    last = {op: idx[-1] for op, idx in by_op.items()}
+    first, last = conc.first_slot, conc.last_slot
     comm = commutative_ops()
 
     for op_idx, op, where, spec, chained in plan:
@@ -263,13 +262,19 @@ def _check(
 
     spec = rule.subgraph
     if not spec.allow_intermediate_outputs:
+        tensors = graph.tensors
         for n in names:
             for t in graph.node(n).outputs:
-                tensor = graph.tensors.get(t) if t else None
+                tensor = tensors.get(t) if t else None
                 if tensor is None:
                     continue
-                inner = [c for c, _ in tensor.consumers if c in inside]
-                if not inner:
+                has_inner = has_outer = False
+                for c, _ in tensor.consumers:
+                    if c in inside:
+                        has_inner = True
+                    else:
+                        has_outer = True
+                if not has_inner or not (has_outer or tensor.is_graph_output):
                     continue
                 outer = sorted({c for c, _ in tensor.consumers if c not in inside})
                 if outer or tensor.is_graph_output:
