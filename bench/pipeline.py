@@ -1,7 +1,7 @@
 """Whole-analysis benchmark: per-stage timings of ``analyze`` on decoder stacks of growing size.
 
     .venv/bin/python bench/pipeline.py [--quick] [--layers 1,4,16,64,128,512] [--preset all]
-                                       [--repeat 1] [--json]
+                                       [--rules DIR ...] [--repeat 1] [--json]
 
 For each synthetic LLaMA-shaped decoder stack (``bench/synthetic.py``, 43 nodes per
 layer) the model is saved to a temporary file and ``ruleengine.pipeline.analyze`` runs on
@@ -40,10 +40,10 @@ DEFAULT_LAYERS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
 QUICK_LAYERS = (1, 4, 16, 64)
 
 
-def run_one(path: Path, preset: str) -> dict:
+def run_one(path: Path, preset: str | None, rules: list[str]) -> dict:
     """One analyze run; stage seconds plus the sizes that explain them."""
     t0 = time.perf_counter()
-    a = pipeline.analyze(path, preset=preset)
+    a = pipeline.analyze(path, rules, preset=None if rules else preset)
     total = time.perf_counter() - t0
     stages = dict(a.timings)
     return {
@@ -62,6 +62,13 @@ def main() -> None:
     ap.add_argument("--layers", default=None, help="comma-separated layer counts")
     ap.add_argument("--quick", action="store_true", help=f"only {QUICK_LAYERS} layers")
     ap.add_argument("--preset", default="all", help="bundled rule preset (default: all)")
+    ap.add_argument(
+        "--rules",
+        action="append",
+        default=[],
+        help="rule file or folder instead of the preset (several allowed); e.g. a frozen "
+        "copy of rules/ to compare two versions of the code on the same rules",
+    )
     ap.add_argument("--repeat", type=int, default=1, help="runs per size; the fastest is shown")
     ap.add_argument("--json", action="store_true", help="one JSON document instead of a table")
     args = ap.parse_args()
@@ -83,7 +90,7 @@ def main() -> None:
             path = Path(tmp) / f"decoder{n}.onnx"
             onnx.save(decoder_stack(n), str(path))
             best = min(
-                (run_one(path, args.preset) for _ in range(max(1, args.repeat))),
+                (run_one(path, args.preset, args.rules) for _ in range(max(1, args.repeat))),
                 key=lambda r: r["total"],
             )
             best["layers"] = n
@@ -107,7 +114,8 @@ def main() -> None:
         last = rows[-1]
         growth = round(last["us_per_node"]["total"] / base["us_per_node"]["total"], 2)
     if args.json:
-        print(json.dumps({"preset": args.preset, "rows": rows, "growth": growth}, indent=1))
+        what = {"rules": args.rules} if args.rules else {"preset": args.preset}
+        print(json.dumps({**what, "rows": rows, "growth": growth}, indent=1))
     elif growth is not None and base is not None:
         last = rows[-1]
         print(

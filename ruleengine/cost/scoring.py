@@ -175,30 +175,27 @@ class GroupMemo:
         """``group_io``, ``traffic`` and (when every size is known) ``ub_need``."""
         graph = self.graph
         io = group_io(graph, names)
-        ids: dict[str, int] = {}
-
-        def lid(t: str) -> int:
-            if not t:
-                return -1
-            i = ids.get(t)
-            if i is None:
-                i = ids[t] = len(ids)
-            return i
-
+        # tensors numbered by first use: each node's inputs, then its outputs
+        names_by_id = tuple(
+            dict.fromkeys(t for n in io.nodes for seq in (n.inputs, n.outputs) for t in seq if t)
+        )
+        ids = {t: i for i, t in enumerate(names_by_id)}
+        lid = ids.get
         node_feat = self._node_feat
         wiring = []
         for n in io.nodes:
             feat = node_feat.get(n.name)
             if feat is None:
                 feat = node_feat[n.name] = self._features(n)
-            wiring.append((feat, tuple(lid(t) for t in n.inputs), tuple(lid(t) for t in n.outputs)))
+            wiring.append(
+                (feat, tuple(lid(t, -1) for t in n.inputs), tuple(lid(t, -1) for t in n.outputs))
+            )
         key_io = (
-            tuple(lid(t) for t in io.inputs),
-            tuple(lid(t) for t in io.meta_inputs),
-            tuple(lid(t) for t in io.outputs),
-            tuple(sorted((lid(t), lid(r)) for t, r in io.root.items())),
+            tuple(lid(t, -1) for t in io.inputs),
+            tuple(lid(t, -1) for t in io.meta_inputs),
+            tuple(lid(t, -1) for t in io.outputs),
+            tuple(sorted((lid(t, -1), lid(r, -1)) for t, r in io.root.items())),
         )
-        names_by_id = tuple(ids)
         table = self._table
         tensors = tuple((table.get(t), len(t)) for t in names_by_id)
         key = (tuple(wiring), key_io, tensors)

@@ -257,6 +257,13 @@ class Program:
     cores: dict[str, tuple[tuple[str, ...], list[tuple[str, tuple]]] | None] = field(
         default_factory=dict
     )
+    # Tabled forms (``compile_rule_set(..., tabled_forms=True)``, the matcher's program):
+    # form name -> (head vars, body literals) of ``f_<form>``, the whole form (its
+    # composite's core call plus the rest), called first with every argument free.
+    tabled_forms: bool = False
+    form_calls: dict[str, tuple[tuple[str, ...], list[tuple[str, tuple]]]] = field(
+        default_factory=dict
+    )
 
     # ------------------------------------------------------------ naming
     def set_name(self, types: frozenset[str]) -> str:
@@ -388,9 +395,19 @@ def _form_pred(form: CompositeForm) -> str:
 def compile_rule_set(
     rule_set: RuleSet | Sequence[Rule],
     aliases: Mapping[str, OpAlias],
+    *,
+    tabled_forms: bool = False,
 ) -> Program:
-    """Lower every enabled rule into clauses (order of body literals decided later)."""
-    prog = Program()
+    """Lower every enabled rule into clauses (order of body literals decided later).
+
+    ``tabled_forms``: the first composite of a clause calls a predicate ``f_<form>``
+    holding the whole form, instead of the core call plus the form's other literals
+    inlined. Called first with every argument free, pyDatalog computes each form once
+    per query and tables it, so the clauses of several alternatives (and, in one query,
+    several rules) that bind the same form share that work; the answers are the same.
+    The matcher uses it; ``explain-rule --datalog`` shows the plain program.
+    """
+    prog = Program(tabled_forms=tabled_forms)
     rules = rule_set.rules if isinstance(rule_set, RuleSet) else tuple(rule_set)
     for k, rule in enumerate(rules):
         concretes = concretize(rule, aliases)
@@ -473,6 +490,20 @@ def _slot_literals(prog: Program, slot: Slot, i: int, core_used: bool) -> list[L
 
     out: list[Literal] = []
     core = _core(prog, form.composite)
+    if core is not None and not core_used and prog.tabled_forms:
+        head, core_lits = core
+        if form.name not in prog.form_calls:
+            rest = [lit for lit in lits if lit not in core_lits]
+            f_head = tuple(
+                dict.fromkeys(
+                    [f"V_{n.id}" for n in form.nodes]
+                    + [a for _, args in rest for a in args if _is_var(a) and a[:2] == "T_"]
+                    + [a for a in head if a[:2] == "T_"]
+                )
+            )
+            prog.form_calls[form.name] = (f_head, [(f"k_{form.composite}", head), *rest])
+        f_head = prog.form_calls[form.name][0]
+        return [(f"f_{form.name}", tuple(rename(a) for a in f_head))]
     if core is not None and not core_used:
         head, core_lits = core
         out.append((f"k_{form.composite}", tuple(rename(a) for a in head)))
@@ -519,7 +550,7 @@ def program_text(
         for pred, _ in lits:
             if pred in fact_preds and pred not in alive:
                 return False
-            if pred.startswith(("c_", "k_")) and pred not in defined:
+            if pred.startswith(("c_", "k_", "f_")) and pred not in defined:
                 return False
         return True
 
@@ -542,6 +573,13 @@ def program_text(
         defined.add(f"k_{comp}")
         body = " & ".join(_fmt(lit) for lit in order_literals(core[1], counts))
         lines.append(f"k_{comp}({', '.join(core[0])}) <= {body}")
+    for name in sorted(prog.form_calls):
+        f_head, f_lits = prog.form_calls[name]
+        if not usable(f_lits, defined):
+            continue
+        defined.add(f"f_{name}")
+        body = " & ".join(_fmt(lit) for lit in _order_clause(f_lits, counts))
+        lines.append(f"f_{name}({', '.join(f_head)}) <= {body}")
     if comments:
         lines.append("# composite forms (each defined once, from ops/composites.yaml; their")
         lines.append("# literals are inlined into the rule clauses that use them)")
@@ -646,7 +684,7 @@ def fact_schema(prog: Program) -> str:
 
 def _order_clause(lits: list[Literal], counts: Mapping[str, int] | None) -> list[Literal]:
     """A rule clause: a composite core call first (all arguments free), then the rest."""
-    core = next((lit for lit in lits if lit[0].startswith("k_")), None)
+    core = next((lit for lit in lits if lit[0].startswith(("k_", "f_"))), None)
     if core is None:
         return order_literals(lits, counts)
     rest = [lit for lit in lits if lit is not core]

@@ -63,7 +63,7 @@ def _find(
     t0 = time.perf_counter()
     aliases = default_aliases() if aliases is None else aliases
     rules = tuple(r for r in rule_set.rules if r.enabled)
-    prog = compile_rule_set(rules, aliases)
+    prog = compile_rule_set(rules, aliases, tabled_forms=True)
     t1 = time.perf_counter()
     facts = build_facts(graph, prog)
     counts = Counter(pred for pred, _ in facts)
