@@ -52,6 +52,50 @@ def run(
         return out
 
 
+def run_staged(
+    facts: Iterable[tuple[str, tuple]],
+    stages: Sequence[tuple[str, Sequence[tuple[str, int, str]]]],
+    program: str,
+    queries: Sequence[tuple[str, int]],
+    timings: dict[str, float] | None = None,
+) -> dict[str, list[tuple]]:
+    """Like ``run``, with predicates several rules share computed once beforehand.
+
+    Each stage is ``(clauses, tables)``: the clauses are loaded, then each ``(pred,
+    arity, table)`` is asked once with every argument free and its answers asserted as
+    facts of ``table``, which later stages and ``program`` (the rule clauses) read.
+    pyDatalog tables a subgoal only for the length of one query, so without this every
+    rule's query recomputed the same composite cores and forms.
+    """
+    with _LOCK, no_gc():
+        Logic()
+        _assert_all(facts)
+        t0 = time.perf_counter()
+        for clauses, tables in stages:
+            if clauses.strip():
+                pyDatalog.load(clauses)
+            derived: list[tuple[str, tuple]] = []
+            for pred, arity, table in tables:
+                answer = pyDatalog.ask(f"{pred}({', '.join(f'A{i}' for i in range(arity))})")
+                rows = sorted(answer.answers) if answer is not None else []
+                derived.extend((table, row) for row in rows)
+            _assert_all(derived)
+        if timings is not None:
+            timings["(shared cores and forms)"] = time.perf_counter() - t0
+        if program.strip():
+            pyDatalog.load(program)
+        out: dict[str, list[tuple]] = {}
+        for head, arity in queries:
+            t0 = time.perf_counter()
+            query = f"{head}(C, {', '.join(f'V{i}' for i in range(arity))})"
+            answer = pyDatalog.ask(query)
+            out[head] = sorted(answer.answers) if answer is not None else []
+            if timings is not None:
+                timings[head] = time.perf_counter() - t0
+        Logic()
+        return out
+
+
 @contextlib.contextmanager
 def no_gc() -> Iterator[None]:
     """Pause the cyclic GC while pyDatalog allocates its many small objects (its full

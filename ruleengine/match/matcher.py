@@ -8,6 +8,7 @@ subgraph conditions. A binding failing a check becomes a ``NearMiss`` with a cod
 
 from __future__ import annotations
 
+import re
 import time
 from collections import Counter
 from collections.abc import Mapping
@@ -72,7 +73,7 @@ def _find(
     t2 = time.perf_counter()
     queries = [(h, a) for (h, a, _) in prog.rules.values() if h in heads]
     timings: dict[str, float] = {}
-    answers = backend.run(facts, text, queries, timings) if queries else {}
+    answers = _ask(facts, text, queries, timings) if queries else {}
     t3 = time.perf_counter()
     candidates: dict[tuple, Candidate] = {}
     near: dict[tuple, NearMiss] = {}
@@ -110,7 +111,9 @@ def _find(
             facts=float(len(facts)),
         )
         head_rule = {h: name for name, (h, _a, _c) in prog.rules.items()}
-        stats["by_rule"] = {head_rule[h]: t for h, t in timings.items()}  # type: ignore[assignment]
+        stats["by_rule"] = {  # type: ignore[assignment]
+            head_rule.get(h, h): t for h, t in timings.items()
+        }
     matched = {(c.rule, c.nodes) for c in candidates.values()}
     return MatchResult(
         candidates=tuple(sorted(candidates.values(), key=lambda c: c.key)),
@@ -124,6 +127,59 @@ def _find(
         seconds=t4 - t0,
         facts=len(facts),
     )
+
+
+_DERIVED_CALL = re.compile(r"\b([kf])_(\w+)\(")
+
+
+def _ask(
+    facts: list, text: str, queries: list[tuple[str, int]], timings: dict[str, float]
+) -> dict[str, list[tuple]]:
+    """Run the program; composite cores (``k_``) and tabled forms (``f_``) are computed
+    once for all rules instead of once per rule's query.
+
+    Stage 1 loads the cores and asks each once; its answers become facts ``u_<core>``.
+    Stage 2 loads the forms (reading those facts) and asks each form some rule clause
+    calls; its answers become facts ``t_<form>``. The rule clauses then read the facts.
+    Same answers: each core and form is a conjunctive query whose whole answer set the
+    facts hold (a form without answers simply has no facts, like a dead edge type).
+    """
+    cores: list[str] = []
+    forms: list[str] = []
+    rules: list[str] = []
+    arity: dict[str, int] = {}
+    for line in text.splitlines():
+        if line.startswith(("k_", "f_")):
+            (cores if line.startswith("k_") else forms).append(line)
+            name = line[: line.index("(")]
+            arity[name] = line[: line.index(")")].count(",") + 1
+        else:
+            rules.append(line)
+    called = sorted(
+        {f"f_{m.group(2)}" for ln in rules for m in _DERIVED_CALL.finditer(ln) if m.group(1) == "f"}
+    )
+    form_tables = [(f, arity[f], f"t_{f[2:]}") for f in called if f in arity]
+    if not form_tables:
+        return backend.run(facts, text, queries, timings)
+    used = sorted(
+        {
+            f"k_{m.group(2)}"
+            for ln in (*forms, *rules)
+            for m in _DERIVED_CALL.finditer(ln)
+            if m.group(1) == "k"
+        }
+    )
+    core_tables = [(k, arity[k], f"u_{k[2:]}") for k in used if k in arity]
+
+    def to_facts(line: str) -> str:
+        return _DERIVED_CALL.sub(
+            lambda m: f"{'u' if m.group(1) == 'k' else 't'}_{m.group(2)}(", line
+        )
+
+    form_text = "\n".join(ln[: ln.index("<=")] + to_facts(ln[ln.index("<=") :]) for ln in forms)
+    stages = [("\n".join(cores) + "\n", core_tables), (form_text + "\n", form_tables)]
+    program = "\n".join(to_facts(ln) for ln in rules) + "\n"
+    return backend.run_staged(facts, stages, program, queries, timings)
 
 
 # ---------------------------------------------------------------- building a candidate
