@@ -152,9 +152,11 @@ class GroupMemo:
     structure and mapped back onto each group's own tensor names. The key holds every
     input the two computations read: per node its op type, domain, kind bits, flops,
     reduced row and wiring (tensors numbered by first use); per tensor its static
-    shape, element size, byte size and name length (the anchor's tie-break); the
-    group's inputs, view-only inputs, outputs and storage roots. An illegal tiling
-    (whose reason names nodes) is never shared. One memo per target and graph.
+    shape, element size, byte size, name length (the anchor's tie-break), dtype and
+    whether it is a constant; the group's inputs, view-only inputs, outputs and storage
+    roots. The cost record and the kernel inputs, functions of the same, are shared
+    too. An illegal tiling (whose reason names nodes) is never shared. One memo per
+    target and graph.
     """
 
     def __init__(self, graph: Graph, target: Target) -> None:
@@ -162,8 +164,17 @@ class GroupMemo:
         self.target = target
         self._seen: dict[tuple, tuple] = {}
         self._node_feat: dict[str, tuple] = {}
+        self._tensor_feat: dict[str, tuple] = {}
         self._kinds = node_kinds(graph)
         self._table = size_table(graph)
+
+    def _tensor_features(self, t: str) -> tuple:
+        """What traffic, UB, cost and kernel inputs read of a tensor (once per tensor)."""
+        tensor = self.graph.tensors.get(t)
+        if tensor is None:
+            return (None, len(t), None, False)
+        const = tensor.is_constant or tensor.is_initializer
+        return (self._table.get(t), len(t), tensor.dtype, const)
 
     def _features(self, n: Node) -> tuple:
         """What traffic and UB read of a node besides its wiring (once per node)."""
@@ -171,8 +182,11 @@ class GroupMemo:
         row = _reduced_row_of(self.graph, n) if kind & REDUCE else 0
         return (n.op_type, n.domain, kind, node_flops(self.graph, n), row)
 
-    def analyse(self, names: Sequence[str]) -> tuple[GroupIO, Traffic, UBNeed | None]:
-        """``group_io``, ``traffic`` and (when every size is known) ``ub_need``."""
+    def analyse(
+        self, names: Sequence[str]
+    ) -> tuple[GroupIO, Traffic, UBNeed | None, tuple[Cost, tuple[str, ...]] | None]:
+        """``group_io``, ``traffic`` and, when every size is known, ``ub_need`` and
+        (``compute_cost``, ``_kernel_inputs``)."""
         graph = self.graph
         io = group_io(graph, names)
         # tensors numbered by first use: each node's inputs, then its outputs
@@ -196,15 +210,20 @@ class GroupMemo:
             tuple(lid(t, -1) for t in io.outputs),
             tuple(sorted((lid(t, -1), lid(r, -1)) for t, r in io.root.items())),
         )
-        table = self._table
-        tensors = tuple((table.get(t), len(t)) for t in names_by_id)
-        key = (tuple(wiring), key_io, tensors)
+        tensor_feat = self._tensor_feat
+        tensors = []
+        for t in names_by_id:
+            feat_t = tensor_feat.get(t)
+            if feat_t is None:
+                feat_t = tensor_feat[t] = self._tensor_features(t)
+            tensors.append(feat_t)
+        key = (tuple(wiring), key_io, tuple(tensors))
         hit = self._seen.get(key)
         if hit is not None:
-            tr_l, ub_l = hit
+            tr_l, ub_l, extra_l = hit
             tr = Traffic(*tr_l[:5], tuple(names_by_id[i] for i in tr_l[5]))
             if ub_l is None:
-                return io, tr, None
+                return io, tr, None, None
             size, limit, elems, tile, anchor, buffers = ub_l
             ub = UBNeed(
                 size,
@@ -215,9 +234,13 @@ class GroupMemo:
                 tuple((names_by_id[i], b) for i, b in buffers),
                 True,
             )
-            return io, tr, ub
+            cost, kin = extra_l
+            return io, tr, ub, (cost, tuple(names_by_id[i] for i in kin))
         tr = traffic(graph, io)
         ub = None if tr.unknown else ub_need(graph, io, self.target)
+        extra = None
+        if ub is not None:
+            extra = (compute_cost(graph, io, tr, ub, self.target), _kernel_inputs(graph, io))
         if ub is None or ub.legal:
             tr_l = (*astuple_traffic(tr), tuple(ids[t] for t in tr.unknown))
             ub_l = (
@@ -232,8 +255,9 @@ class GroupMemo:
                     tuple((ids[t], b) for t, b in ub.buffers),
                 )
             )
-            self._seen[key] = (tr_l, ub_l)
-        return io, tr, ub
+            extra_l = None if extra is None else (extra[0], tuple(ids[t] for t in extra[1]))
+            self._seen[key] = (tr_l, ub_l, extra_l)
+        return io, tr, ub, extra
 
 
 def astuple_traffic(tr: Traffic) -> tuple[int, int, int, int, int]:
@@ -260,8 +284,9 @@ def score_one(
     of identical local structure; the result is the same with or without it.
     """
     priority = rule.priority if rule else 0
+    extra: tuple[Cost, tuple[str, ...]] | None = None
     if memo is not None and memo.graph is graph and memo.target is target:
-        io, tr, ub_known = memo.analyse(candidate.nodes)
+        io, tr, ub_known, extra = memo.analyse(candidate.nodes)
     else:
         io = group_io(graph, candidate.nodes)
         tr = traffic(graph, io)
@@ -282,7 +307,7 @@ def score_one(
             Verdict.DYNAMIC_SHAPE, "dynamic-shape", _dynamic_reason(graph, tr.unknown), None
         )
     ub = ub_known if ub_known is not None else ub_need(graph, io, target)
-    cost = compute_cost(graph, io, tr, ub, target)
+    cost = extra[0] if extra is not None else compute_cost(graph, io, tr, ub, target)
     details["ub_buffers"] = ub.buffers
     details["ub_anchor"] = ub.anchor
     if not is_convex(graph, candidate.nodes):
@@ -292,7 +317,7 @@ def score_one(
             "a path leaves the group and re-enters it; fusing it would create a cycle",
             cost,
         )
-    kernel_inputs = _kernel_inputs(graph, io)
+    kernel_inputs = extra[1] if extra is not None else _kernel_inputs(graph, io)
     details["kernel_inputs"] = kernel_inputs
     if len(kernel_inputs) > target.max_fused_inputs:
         return verdict(

@@ -150,6 +150,11 @@ class Concrete:
         return sum(self.slot_sizes)
 
     @cached_property
+    def single_nodes(self) -> bool:
+        """Every slot binds one node (no composite form)."""
+        return all(s.form is None for s in self.slots)
+
+    @cached_property
     def first_slot(self) -> Mapping[int, int]:
         """Pattern op -> its first slot."""
         return {op: idx[0] for op, idx in self.slots_by_op.items()}

@@ -190,7 +190,10 @@ def _slot_bindings(graph: Graph, conc: Concrete, names: list[str]) -> list[Bindi
     pos = 0
     node = graph.node
     for slot, k in zip(conc.slots, conc.slot_sizes, strict=True):
-        out.append(Binding(tuple(node(n) for n in names[pos : pos + k]), slot.form))
+        if k == 1:
+            out.append(Binding((node(names[pos]),), slot.form))
+        else:
+            out.append(Binding(tuple(node(n) for n in names[pos : pos + k]), slot.form))
         pos += k
     return out
 
@@ -232,15 +235,20 @@ def _build(
             producer = graph.tensors[x].producer if x else None
             if producer and graph.node(producer).op_type in b.form.main_input_not_from:
                 raise _Reject("structure", "composite input from an excluded op")
-    per_op: dict[int, list[Node]] = {}
-    for slot, b in zip(conc.slots, bindings, strict=True):
-        group = list(b.nodes)
-        if slot.form is not None:
-            group.sort(key=lambda n: n.index)
-        per_op.setdefault(slot.op, []).extend(group)
     n_ops = len(rule.alternatives[conc.alternative].ops)
-    groups = tuple(tuple(n.name for n in per_op.get(i, [])) for i in range(n_ops))
-    all_nodes = [n for b in bindings for n in b.nodes]
+    if conc.single_nodes:  # one node per slot: names line up with slots
+        by_op = conc.slots_by_op
+        groups = tuple(tuple(names[i] for i in by_op.get(op, ())) for op in range(n_ops))
+        all_nodes = [b.nodes[0] for b in bindings]
+    else:
+        per_op: dict[int, list[Node]] = {}
+        for slot, b in zip(conc.slots, bindings, strict=True):
+            group = list(b.nodes)
+            if slot.form is not None:
+                group.sort(key=lambda n: n.index)
+            per_op.setdefault(slot.op, []).extend(group)
+        groups = tuple(tuple(n.name for n in per_op.get(i, [])) for i in range(n_ops))
+        all_nodes = [n for b in bindings for n in b.nodes]
     inputs, outputs = _io(graph, all_nodes)
     return Candidate(rule.name, conc.alternative, groups, inputs, outputs), bindings
 
