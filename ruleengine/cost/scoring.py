@@ -23,7 +23,7 @@ from ruleengine.cost.opinfo import (
     size_table,
     static_shape,
 )
-from ruleengine.cost.traffic import GroupIO, Traffic, group_io, traffic
+from ruleengine.cost.traffic import GroupIO, Traffic, group_io, topo_position, traffic
 from ruleengine.cost.ub import UBNeed, reduced_row, ub_need
 from ruleengine.graph.model import Graph, Node
 from ruleengine.match.model import Candidate, MatchResult, NearMiss
@@ -165,6 +165,12 @@ class GroupMemo:
         self._seen: dict[tuple, tuple] = {}
         self._node_feat: dict[str, tuple] = {}
         self._tensor_feat: dict[str, tuple] = {}
+        self._pos = topo_position(graph)
+        # tensor -> names of its readers, None for a graph output (always leaves)
+        self._readers: dict[str, frozenset[str] | None] = {
+            name: None if t.is_graph_output else frozenset(c for c, _ in t.consumers)
+            for name, t in graph.tensors.items()
+        }
         self._kinds = node_kinds(graph)
         self._table = size_table(graph)
 
@@ -188,27 +194,32 @@ class GroupMemo:
         """``group_io``, ``traffic`` and, when every size is known, ``ub_need`` and
         (``compute_cost``, ``_kernel_inputs``)."""
         graph = self.graph
-        io = group_io(graph, names)
-        # tensors numbered by first use: each node's inputs, then its outputs
+        pos = self._pos
+        node_of = graph.node
+        # the nodes as group_io orders them (topological), tensors numbered by first use
+        nodes = tuple(sorted((node_of(n) for n in set(names)), key=lambda n: pos[n.name]))
         names_by_id = tuple(
-            dict.fromkeys(t for n in io.nodes for seq in (n.inputs, n.outputs) for t in seq if t)
+            dict.fromkeys(t for n in nodes for seq in (n.inputs, n.outputs) for t in seq if t)
         )
         ids = {t: i for i, t in enumerate(names_by_id)}
         lid = ids.get
         node_feat = self._node_feat
         wiring = []
-        for n in io.nodes:
+        for n in nodes:
             feat = node_feat.get(n.name)
             if feat is None:
                 feat = node_feat[n.name] = self._features(n)
             wiring.append(
                 (feat, tuple(lid(t, -1) for t in n.inputs), tuple(lid(t, -1) for t in n.outputs))
             )
-        key_io = (
-            tuple(lid(t, -1) for t in io.inputs),
-            tuple(lid(t, -1) for t in io.meta_inputs),
-            tuple(lid(t, -1) for t in io.outputs),
-            tuple(sorted((lid(t, -1), lid(r, -1)) for t, r in io.root.items())),
+        # which produced tensors leave the group: with the wiring, this fixes group_io
+        inside = {n.name for n in nodes}
+        readers = self._readers
+        key_io = tuple(
+            t in readers and (readers[t] is None or not readers[t] <= inside)
+            for n in nodes
+            for t in n.outputs
+            if t
         )
         tensor_feat = self._tensor_feat
         tensors = []
@@ -220,7 +231,12 @@ class GroupMemo:
         key = (tuple(wiring), key_io, tuple(tensors))
         hit = self._seen.get(key)
         if hit is not None:
-            tr_l, ub_l, extra_l = hit
+            io_l, tr_l, ub_l, extra_l = hit
+            io = GroupIO(
+                nodes,
+                *(tuple(names_by_id[i] for i in part) for part in io_l[:4]),
+                {names_by_id[i]: names_by_id[r] for i, r in io_l[4]},
+            )
             tr = Traffic(*tr_l[:5], tuple(names_by_id[i] for i in tr_l[5]))
             if ub_l is None:
                 return io, tr, None, None
@@ -236,6 +252,7 @@ class GroupMemo:
             )
             cost, kin = extra_l
             return io, tr, ub, (cost, tuple(names_by_id[i] for i in kin))
+        io = group_io(graph, names)
         tr = traffic(graph, io)
         ub = None if tr.unknown else ub_need(graph, io, self.target)
         extra = None
@@ -256,7 +273,14 @@ class GroupMemo:
                 )
             )
             extra_l = None if extra is None else (extra[0], tuple(ids[t] for t in extra[1]))
-            self._seen[key] = (tr_l, ub_l, extra_l)
+            io_l = (
+                *(
+                    tuple(ids[t] for t in part)
+                    for part in (io.inputs, io.meta_inputs, io.outputs, io.intermediates)
+                ),
+                tuple((ids[t], ids[r]) for t, r in io.root.items()),
+            )
+            self._seen[key] = (io_l, tr_l, ub_l, extra_l)
         return io, tr, ub, extra
 
 

@@ -202,12 +202,33 @@ def _ordered(nodes: list[Node]) -> tuple[str, ...]:
     return tuple(n.name for n in sorted(nodes, key=lambda n: n.index))
 
 
+_READERS: dict[int, tuple[Graph, dict[str, frozenset[str] | None]]] = {}
+_NOT_A_TENSOR = object()
+
+
+def _readers(graph: Graph) -> dict[str, frozenset[str] | None]:
+    """Tensor -> the names of the nodes reading it; None for a graph output (it always
+    leaves the subgraph). One pass per graph, cached: every binding asks."""
+    hit = _READERS.get(id(graph))
+    if hit is not None and hit[0] is graph:
+        return hit[1]
+    table = {
+        name: None if t.is_graph_output else frozenset(c for c, _ in t.consumers)
+        for name, t in graph.tensors.items()
+    }
+    if len(_READERS) > 8:
+        _READERS.clear()
+    _READERS[id(graph)] = (graph, table)
+    return table
+
+
 def _io(graph: Graph, nodes: list[Node]) -> tuple[tuple[str, ...], tuple[str, ...]]:
     inside = {n.name for n in nodes}
     produced: set[str] = {t for n in nodes for t in n.outputs if t}
     inputs: dict[str, None] = {}
     outputs: list[str] = []
-    tensors = graph.tensors
+    readers = _readers(graph)
+    missing = _NOT_A_TENSOR
     for n in sorted(nodes, key=lambda n: n.index):
         for t in n.inputs:
             if t and t not in produced:
@@ -215,10 +236,10 @@ def _io(graph: Graph, nodes: list[Node]) -> tuple[tuple[str, ...], tuple[str, ..
         for t in n.outputs:
             if not t:
                 continue
-            tensor = tensors.get(t)
-            if tensor is None:
-                continue
-            if tensor.is_graph_output or any(c not in inside for c, _ in tensor.consumers):
+            who = readers.get(t, missing)
+            if who is missing:
+                continue  # not a tensor of the graph
+            if who is None or not who <= inside:
                 outputs.append(t)
     return tuple(inputs), tuple(outputs)
 
