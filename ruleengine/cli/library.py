@@ -15,14 +15,14 @@ from enum import StrEnum
 import typer
 
 from ruleengine.cli.app import app
-from ruleengine.cli.common import EXIT_OK, guarded
+from ruleengine.cli.common import EXIT_OK, PANEL_RULES, guarded
 
 rules_app = typer.Typer(
     name="rules",
     help="The bundled rule library: list presets and their rules.",
     no_args_is_help=True,
 )
-app.add_typer(rules_app, name="rules")
+app.add_typer(rules_app, name="rules", rich_help_panel=PANEL_RULES)
 
 
 class ListFormat(StrEnum):
