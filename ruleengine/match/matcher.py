@@ -85,16 +85,18 @@ def _find(
             names = list(row[1 : 1 + conc.n_head])
             if PAD in names:
                 continue
-            try:
-                cand, slot_bindings = _build(graph, rule, conc, names)
-            except _Reject:
-                continue  # structurally not a match (e.g. a node bound twice)
-            if cand.key in candidates:
-                continue  # the same subgraph again (e.g. a commutative op's other order)
             plan_key = (rule.name, conc.alternative)
             plan = plans.get(plan_key)
             if plan is None:
                 plan = plans[plan_key] = _op_plan(rule, conc.alternative, aliases)
+            # no per-op check to run and no composite: the bindings are not needed
+            lean = conc.single_nodes and _nothing_per_op(plan)
+            try:
+                cand, slot_bindings = _build(graph, rule, conc, names, lean=lean)
+            except _Reject:
+                continue  # structurally not a match (e.g. a node bound twice)
+            if cand.key in candidates:
+                continue  # the same subgraph again (e.g. a commutative op's other order)
             try:
                 _check(graph, rule, conc, cand, slot_bindings, aliases, plan)
             except _Reject as rej:
@@ -245,10 +247,19 @@ def _io(graph: Graph, nodes: list[Node]) -> tuple[tuple[str, ...], tuple[str, ..
 
 
 def _build(
-    graph: Graph, rule: Rule, conc: Concrete, names: list[str]
+    graph: Graph, rule: Rule, conc: Concrete, names: list[str], *, lean: bool = False
 ) -> tuple[Candidate, list[Binding]]:
+    """The candidate of one answer row, and its per-slot bindings (empty when ``lean``:
+    every slot one node and no per-op check, see ``_nothing_per_op``)."""
     if len(set(names)) != len(names):
         raise _Reject("structure", "a node is bound twice")
+    if lean:
+        n_ops = len(rule.alternatives[conc.alternative].ops)
+        by_op = conc.slots_by_op
+        groups = tuple(tuple(names[i] for i in by_op.get(op, ())) for op in range(n_ops))
+        node = graph.node
+        inputs, outputs = _io(graph, [node(n) for n in names])
+        return Candidate(rule.name, conc.alternative, groups, inputs, outputs), []
     bindings = _slot_bindings(graph, conc, names)
     for b in bindings:
         if b.form is not None and b.form.main_input_not_from:
@@ -308,6 +319,20 @@ def _op_plan(rule: Rule, alternative: int, aliases: Mapping[str, OpAlias]) -> tu
     )
 
 
+def _nothing_per_op(plan: tuple) -> bool:
+    """True when no op of the plan has a source, input-count, param or constant-operand
+    check (``_check`` would pass every op without looking), e.g. ``elementwise_chain``."""
+    for _i, op, _where, spec, _chained in plan:
+        alias = spec.alias
+        if op.input_sources is not None or op.min_inputs is not None:
+            return False
+        if op.max_inputs is not None or op.params:
+            return False
+        if alias is not None and (alias.implied_params or alias.const_operand):
+            return False
+    return True
+
+
 def _check(
     graph: Graph,
     rule: Rule,
@@ -319,6 +344,8 @@ def _check(
 ) -> None:
     if plan is None:
         plan = _op_plan(rule, conc.alternative, aliases)
+    if not bindings:  # a lean build: no op has anything to check
+        plan = ()
     names = cand.nodes
     inside = set(names)
     by_op = conc.slots_by_op
