@@ -519,6 +519,8 @@ def _slot_literals(prog: Program, slot: Slot, i: int, core_used: bool) -> list[L
 
 def _fmt(lit: Literal) -> str:
     pred, args = lit
+    if pred == "!=":
+        return f"({args[0]} != {args[1]})"
     return f"{pred}({', '.join(str(a) for a in args)})"
 
 
@@ -541,11 +543,14 @@ def program_text(
     comments: bool = False,
     defined_out: set[str] | None = None,
     chains: bool = False,
+    distinct: bool = False,
 ) -> str:
     """The Datalog program as text. ``alive``: predicates that have facts (clauses using
     any other fact predicate are left out, since they cannot match). ``chains``: a clause
     that is nothing but a chain of one edge predicate (a repeated op, e.g. ``repeat: {min:
-    2, max: 8}``) calls a shared chain predicate instead (see ``_chain_clauses``)."""
+    2, max: 8}``) calls a shared chain predicate instead (see ``_chain_clauses``).
+    ``distinct``: two single-node slots whose types overlap get ``(A != B)`` as soon as
+    both are bound (the matcher drops every row binding a node twice anyway)."""
     fact_preds = set(prog.edge_preds) | set(prog.node_preds) | {"tin", "cin"}
     lines: list[str] = []
 
@@ -607,13 +612,64 @@ def program_text(
                 chain_len[pred] = max(chain_len.get(pred, 0), len(nodes))
                 body = f"{_chain_pred(pred, len(nodes))}({', '.join(nodes)})"
             else:
-                body = " & ".join(_fmt(lit) for lit in _order_clause(lits, counts))
+                ordered = _order_clause(lits, counts)
+                if distinct:
+                    ordered = _with_distinct(ordered, _overlapping_slots(prog, rule_name, head))
+                body = " & ".join(_fmt(lit) for lit in ordered)
             lines.append(f"{head} <= {body}")
             if defined_out is not None:
                 defined_out.add(head.split("(", 1)[0])
     for pred in sorted(chain_len):
         lines.extend(_chain_clauses(pred, chain_len[pred]))
     return "\n".join(lines) + "\n"
+
+
+def _overlapping_slots(prog: Program, rule_name: str, head: str) -> list[tuple[str, str]]:
+    """Pairs of single-node slot variables of the clause ``head`` that could bind the
+    same node: their type sets overlap and no path of links joins them."""
+    combo = head.split("'", 2)[1]
+    conc = prog.rules[rule_name][2].get(combo)
+    if conc is None:
+        return []
+    # slots joined by a path of links can never be one node (the graph is acyclic)
+    succ: dict[int, set[int]] = {}
+    for link in conc.links:
+        succ.setdefault(link.src, set()).add(link.dst)
+    reach: dict[int, set[int]] = {}
+    for i in range(len(conc.slots)):
+        seen: set[int] = set()
+        stack = list(succ.get(i, ()))
+        while stack:
+            j = stack.pop()
+            if j not in seen:
+                seen.add(j)
+                stack.extend(succ.get(j, ()))
+        reach[i] = seen
+    single = [i for i, s in enumerate(conc.slots) if s.form is None]
+    slots = conc.slots
+    return [
+        (slots[i].var, slots[j].var)
+        for k, i in enumerate(single)
+        for j in single[k + 1 :]
+        if slots[i].types & slots[j].types and j not in reach[i] and i not in reach[j]
+    ]
+
+
+def _with_distinct(lits: list[Literal], pairs: list[tuple[str, str]]) -> list[Literal]:
+    """``lits`` with ``(A != B)`` right after the literal that binds the later of A, B."""
+    if not pairs:
+        return lits
+    out: list[Literal] = []
+    bound: set[object] = set()
+    pending = list(pairs)
+    for lit in lits:
+        out.append(lit)
+        bound.update(lit[1])
+        for pair in [p for p in pending if p[0] in bound and p[1] in bound]:
+            out.append(("!=", pair))
+            pending.remove(pair)
+    out.extend(("!=", p) for p in pending)
+    return out
 
 
 def _chain_pred(pred: str, n_nodes: int) -> str:

@@ -69,7 +69,9 @@ def _find(
     facts = build_facts(graph, prog)
     counts = Counter(pred for pred, _ in facts)
     heads: set[str] = set()
-    text = program_text(prog, counts, alive=set(counts), defined_out=heads, chains=True)
+    text = program_text(
+        prog, counts, alive=set(counts), defined_out=heads, chains=True, distinct=True
+    )
     t2 = time.perf_counter()
     queries = [(h, a) for (h, a, _) in prog.rules.values() if h in heads]
     timings: dict[str, float] = {}
