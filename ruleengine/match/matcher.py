@@ -118,16 +118,19 @@ def _find(
         stats["by_rule"] = {  # type: ignore[assignment]
             head_rule.get(h, h): t for h, t in timings.items()
         }
-    matched = {(c.rule, c.nodes) for c in candidates.values()}
+    # One candidate per rule and node set: the same nodes bound in another order (three
+    # interchangeable Q/K/V MatMuls) or by another alternative is the same fusion group.
+    unique: dict[tuple, Candidate] = {}
+    for cand in sorted(candidates.values(), key=lambda c: c.key):
+        unique.setdefault((cand.rule, cand.node_set), cand)
+    # a subgraph the rule matched is no near miss of it; each reason is told once per subgraph
+    unique_near: dict[tuple, NearMiss] = {}
+    for miss in sorted(near.values(), key=lambda n: n.candidate.key):
+        if (miss.candidate.rule, miss.candidate.node_set) not in unique:
+            unique_near.setdefault((miss.candidate.rule, miss.candidate.node_set, miss.code), miss)
     return MatchResult(
-        candidates=tuple(sorted(candidates.values(), key=lambda c: c.key)),
-        # a subgraph one alternative matched is no near miss of another alternative
-        near_misses=tuple(
-            sorted(
-                (n for n in near.values() if (n.candidate.rule, n.candidate.nodes) not in matched),
-                key=lambda n: n.candidate.key,
-            )
-        ),
+        candidates=tuple(unique.values()),
+        near_misses=tuple(unique_near.values()),
         seconds=t4 - t0,
         facts=len(facts),
     )

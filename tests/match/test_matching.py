@@ -294,3 +294,31 @@ rewrite: {target_op: F}
         [const("w", np.ones((4, 4))), const("b", np.ones((4,)))],
     )
     assert [c.nodes for c in match(tmp_path, m, text).candidates] == [("m", "y")]
+
+
+FAN_OUT = """
+name: norm_qkv
+match:
+  ops:
+    - type: Relu
+    - type: MatMul
+      input_sources: {input0: {from_op: 0}}
+    - type: MatMul
+      input_sources: {input0: {from_op: 0}}
+    - type: MatMul
+      input_sources: {input0: {from_op: 0}}
+rewrite: {target_op: F}
+"""
+
+
+def test_one_candidate_per_rule_and_node_set(tmp_path) -> None:
+    """Interchangeable ops (Q/K/V projections of one normalised input) bound in another
+    order are the same fusion group: reported once, in the first order, not 3! times."""
+    import numpy as np
+
+    w = [const(f"w{i}", np.ones((4, 4))) for i in range(3)]
+    nodes = [node("Relu", ["x"], ["r"], name="relu")]
+    nodes += [node("MatMul", ["r", f"w{i}"], [f"q{i}"], name=f"mm{i}") for i in range(3)]
+    outputs = {f"q{i}": None for i in range(3)}
+    res = match(tmp_path, model(nodes, {"x": [2, 4]}, outputs, w), FAN_OUT)
+    assert [c.nodes for c in res.candidates] == [("relu", "mm0", "mm1", "mm2")]
