@@ -114,13 +114,16 @@ def _kernel_inputs(graph: Graph, io: GroupIO) -> tuple[str, ...]:
     """External inputs that become inputs of the fused kernel.
 
     Constant scalars (an epsilon, the 0.5 of GELU) become immediates of the kernel and
-    constant integer tensors (axes, shapes) become attributes; neither takes an input
-    slot. Activations and weights do.
+    constant integer tensors (axes, shapes; also those computed from constants and static
+    shapes, which the compiler folds) become attributes; neither takes an input slot.
+    Activations and weights do.
     """
     out = []
     for t in io.inputs:
         tensor = graph.tensors.get(t)
-        if tensor is not None and (tensor.is_constant or tensor.is_initializer):
+        if tensor is not None and (
+            tensor.is_constant or tensor.is_initializer or tensor.const_foldable
+        ):
             if (tensor.numel or 0) <= 1 or tensor.dtype in _INDEX_DTYPES:
                 continue
         out.append(t)
@@ -178,9 +181,9 @@ class GroupMemo:
         """What traffic, UB, cost and kernel inputs read of a tensor (once per tensor)."""
         tensor = self.graph.tensors.get(t)
         if tensor is None:
-            return (None, len(t), None, False)
+            return (None, len(t), None, False, False)
         const = tensor.is_constant or tensor.is_initializer
-        return (self._table.get(t), len(t), tensor.dtype, const)
+        return (self._table.get(t), len(t), tensor.dtype, const, tensor.const_foldable)
 
     def _features(self, n: Node) -> tuple:
         """What traffic and UB read of a node besides its wiring (once per node)."""

@@ -318,6 +318,36 @@ def _unique_names(nodes: Iterable[onnx.NodeProto]) -> tuple[list[str], list[tupl
     return names, renamed
 
 
+# Ops whose output is not a function of their inputs: never folded.
+_NONDETERMINISTIC = frozenset(
+    {"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Multinomial",
+     "Bernoulli", "Dropout"}
+)  # fmt: skip
+# Ops that read only the shape of their input: foldable when that shape is static.
+_SHAPE_READERS = frozenset({"Shape", "Size"})
+
+
+def _const_foldable(
+    nodes: list[Node], constants: set[str], shapes: Mapping[str, tuple | None]
+) -> set[str]:
+    """Tensors a compiler can compute before run time (constant folding), in one
+    topological pass: constants, Shape/Size of a static tensor, and outputs of a
+    deterministic, non-opaque node whose inputs are all foldable."""
+    folded = set(constants)
+    for n in nodes:  # topological order
+        if n.opaque or n.domain not in ("", "ai.onnx") or n.op_type in _NONDETERMINISTIC:
+            continue
+        ins = [t for t in n.inputs if t]
+        if n.op_type in _SHAPE_READERS and ins:
+            shape = shapes.get(ins[0])
+            ok = shape is not None and all(isinstance(d, int) for d in shape)
+        else:
+            ok = bool(ins) and all(t in folded for t in ins)
+        if ok:
+            folded.update(t for t in n.outputs if t)
+    return folded
+
+
 def load_graph(path: str | Path, dims: Mapping[str, int] | None = None) -> Graph:
     """Read an ONNX model into an immutable ``Graph`` (raises ``GraphLoadError``)."""
     path = Path(path)
@@ -529,6 +559,7 @@ def graph_from_model(
             )
         )
 
+    foldable = _const_foldable(nodes, init_names | const_nodes, shapes)
     all_tensors = set(known) | set(consumers)
     unbound: set[str] = set()
     tensors: dict[str, Tensor] = {}
@@ -551,6 +582,7 @@ def graph_from_model(
             is_graph_input=t in graph_inputs,
             is_graph_output=t in outputs_set,
             const_value=const_values.get(t),
+            const_foldable=t in foldable,
         )
     node_index = {n.name: n for n in nodes}
     return Graph(

@@ -53,6 +53,10 @@ class Tensor:
     is_graph_output: bool = False
     # Small constant values (scalars / short vectors) for param checks; None otherwise.
     const_value: tuple[Any, ...] | None = None
+    # Computable before run time from constants and static shapes alone (a Shape of a
+    # static tensor, a Where over constants, ...): a compiler folds it into a constant.
+    # ``is_constant`` stays strict (initializer or Constant output), as rules mean it.
+    const_foldable: bool = False
 
     @property
     def is_static(self) -> bool:

@@ -234,3 +234,22 @@ def test_constant_scalars_and_index_tensors_take_no_kernel_input_slot() -> None:
 def verdict_of_graph(g, nodes):
     (sc,) = score_candidates(g, [candidate(g, "r", nodes)], RuleSet((rule(),)), T910B)
     return sc
+
+
+def test_shape_tensors_folded_from_constants_take_no_input_slot() -> None:
+    """Expand's target shape, computed from a static Shape and constants (as TorchScript
+    exports repeat_kv), is folded by the compiler: an attribute, not a kernel input."""
+    ins = ", ".join(f"float[64] x{i}" for i in range(8))
+    args = ", ".join(f"x{i}" for i in range(8))
+    text = f"""
+    agraph ({ins}, float[2,64] z) => (float[2,64] y) {{
+      zs = Shape (z)
+      one = Constant <value = int64[1] {{1}}> ()
+      shp = Mul (zs, one)
+      s = Sum ({args})
+      e = Expand (s, shp)
+      y = Relu (e)
+    }}"""
+    sc = verdict_of(text, ["Sum_3", "Expand_4", "Relu_5"], rule())
+    assert sc.verdict is Verdict.FUSE, sc.reason
+    assert "shp" not in sc.details["kernel_inputs"] and len(sc.details["kernel_inputs"]) == 8

@@ -170,3 +170,20 @@ def test_unreadable_file(tmp_path: Path) -> None:
         load_graph(p)
     with pytest.raises(GraphLoadError):
         load_graph(tmp_path / "missing.onnx")
+
+
+def test_const_foldable_follows_constants_and_static_shapes() -> None:
+    nodes = [
+        helper.make_node("Shape", ["x"], ["xs"]),  # static shape: foldable
+        helper.make_node("Shape", ["d"], ["ds"]),  # dynamic shape: not foldable
+        helper.make_node("Concat", ["xs", "k"], ["cat"], axis=0),  # foldable inputs only
+        helper.make_node("Concat", ["ds", "k"], ["dcat"], axis=0),
+        helper.make_node("Relu", ["x"], ["y"]),  # reads an activation
+    ]
+    k = numpy_helper.from_array(np.array([2], dtype=np.int64), "k")
+    g = graph_from_model(
+        _model(nodes, {"x": [2, 3], "d": ["n", 3]}, {"y": [2, 3], "cat": None, "dcat": None}, [k])
+    )
+    folded = {t.name for t in g.tensors.values() if t.const_foldable}
+    assert folded == {"k", "xs", "cat"}
+    assert not g.tensors["cat"].is_constant  # `const` in rules stays strict
