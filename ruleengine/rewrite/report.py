@@ -164,9 +164,17 @@ def report_text(
         for r in plan.rejected:
             counts[r.verdict] = counts.get(r.verdict, 0) + 1
         summary = ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))
-        lines.append(f"Not fused ({len(plan.rejected)} candidates: {summary})")
-        shown = plan.rejected if max_rejected is None else plan.rejected[:max_rejected]
-        rows = [[r.rule, _nodes_short(r.nodes), r.verdict, r.reason] for r in shown]
+        noun = "candidate" if len(plan.rejected) == 1 else "candidates"
+        lines.append(f"Not fused ({len(plan.rejected)} {noun}: {summary})")
+        if max_rejected is None:  # report.txt: everything, in full
+            shown = plan.rejected
+            rows = [[r.rule, _nodes_short(r.nodes), r.verdict, r.reason] for r in shown]
+        else:  # a terminal: the first rows, each fitting a line or two
+            shown = plan.rejected[:max_rejected]
+            rows = [
+                [r.rule, _nodes_short(r.nodes, 2), r.verdict, _clip(r.reason, TERMINAL_REASON)]
+                for r in shown
+            ]
         lines += _table(["rule", "nodes", "verdict", "reason"], rows, set())
         if len(shown) < len(plan.rejected):
             lines.append(
@@ -237,6 +245,13 @@ def report_text(
         lines.append(f"Files written{' to ' + outdir if outdir else ''}:")
         lines += [f"  {f}" for f in files]
     return "\n".join(lines) + "\n"
+
+
+TERMINAL_REASON = 90  # characters of a reason shown on a terminal (report.txt has all)
+
+
+def _clip(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 3].rstrip() + "..."
 
 
 def _nodes_short(nodes: Sequence[str], limit: int = 4) -> str:
