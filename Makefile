@@ -30,8 +30,12 @@ format: $(STAMP)
 	$(BIN)/ruff format .
 	$(BIN)/ruff check --fix .
 
+# Speed and coverage are measured here, never in timed unit tests. QUICK=1 for a short run.
 bench: $(STAMP)
-	$(BIN)/python bench/run.py
+	$(BIN)/python bench/pipeline.py $(if $(QUICK),--quick)
+	$(BIN)/python bench/run.py $(if $(QUICK),--quick)
+	$(BIN)/python bench/solve.py $(if $(QUICK),--quick)
+	$(BIN)/python bench/coverage.py
 
 clean:
 	rm -rf $(VENV) out build dist *.egg-info .pytest_cache .ruff_cache
