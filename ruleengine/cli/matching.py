@@ -3,25 +3,13 @@
 from __future__ import annotations
 
 import json
-from enum import StrEnum
 from pathlib import Path
 
 import typer
 
 from ruleengine.cli.app import app
-from ruleengine.cli.common import EXIT_OK, PANEL_ANALYSIS, PANEL_RULES, guarded
+from ruleengine.cli.common import EXIT_OK, PANEL_ANALYSIS, PANEL_RULES, Format, Preset, guarded
 from ruleengine.errors import UsageError
-
-
-class Preset(StrEnum):
-    cnn = "cnn"
-    transformer = "transformer"
-    all = "all"
-
-
-class Format(StrEnum):
-    text = "text"
-    json = "json"
 
 
 def _dims(values: list[str]) -> dict[str, int]:

@@ -15,6 +15,7 @@ from ruleengine.cost.opinfo import op_class
 from ruleengine.cost.traffic import GroupIO
 from ruleengine.cost.ub import UBNeed
 from ruleengine.graph.model import Graph
+from ruleengine.graph.shapes import broadcast_compatible
 from ruleengine.rules.model import Constraint
 
 
@@ -68,15 +69,6 @@ def check_dtype_match(ctx: Context, c: Constraint) -> Failure | None:
     return None
 
 
-def _broadcastable(shapes: list[tuple]) -> bool:
-    rank = max(len(s) for s in shapes)
-    for i in range(1, rank + 1):
-        dims = {s[-i] for s in shapes if len(s) >= i and s[-i] != 1}
-        if len(dims) > 1:
-            return False
-    return True
-
-
 def check_shape_constraint(ctx: Context, c: Constraint) -> Failure | None:
     broadcast = bool(c.fields.get("broadcast", True))
     binary = op_class("@broadcast")
@@ -90,7 +82,7 @@ def check_shape_constraint(ctx: Context, c: Constraint) -> Failure | None:
                 f"shape_constraint failed: {node.name} has an input of unknown shape",
             )
         known = [tuple(s) for s in shapes if s is not None]
-        ok = _broadcastable(known) if broadcast else len(set(known)) == 1
+        ok = broadcast_compatible(known) if broadcast else len(set(known)) == 1
         if not ok:
             shown = " vs ".join(str(list(s)) for s in known)
             what = "broadcast-compatible" if broadcast else "equal"

@@ -7,9 +7,7 @@ answer "why was this not fused?".
 
 from __future__ import annotations
 
-import contextlib
-import gc
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from types import MappingProxyType
 
@@ -29,6 +27,7 @@ from ruleengine.graph.model import Graph, Node
 from ruleengine.match.model import Candidate, MatchResult, NearMiss
 from ruleengine.resolve.topology import is_convex
 from ruleengine.rules.model import Rule, RuleSet
+from ruleengine.runtime import paused_gc
 
 OVERHEAD_FRACTION = 0.05  # share of the group's compute time charged as fusion overhead
 
@@ -526,20 +525,3 @@ def score_candidates(
         scored = _reduce_duplicates(scored)
         scored += [_from_near_miss(graph, nm, rules.get(nm.candidate.rule), target) for nm in near]
         return tuple(sorted(scored, key=lambda s: (s.candidate.key, s.verdict.value)))
-
-
-@contextlib.contextmanager
-def paused_gc() -> Iterator[None]:
-    """Pause the cyclic garbage collector while a stage allocates many small records.
-
-    Scoring creates no reference cycles worth collecting, but its allocations trigger
-    full collections that walk the whole graph and match result each time: about a
-    fifth of the cost stage on a 512-layer decoder. Resolving uses it too.
-    """
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()

@@ -7,13 +7,13 @@ rule head.
 
 from __future__ import annotations
 
-import contextlib
-import gc
 import threading
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 
 from pyDatalog import Logic, pyDatalog
+
+from ruleengine.runtime import paused_gc
 
 try:  # pyDatalog's compiled engine: asserting through it skips the parser (~9x faster)
     from pyDatalog import pyEngine
@@ -35,7 +35,7 @@ def run(
 
     Returns head -> answers (tuples of constants), in a sorted, deterministic order.
     """
-    with _LOCK, no_gc():
+    with _LOCK, paused_gc():
         Logic()  # a fresh, empty logic for this run
         _assert_all(facts)
         if program.strip():
@@ -67,7 +67,7 @@ def run_staged(
     pyDatalog tables a subgoal only for the length of one query, so without this every
     rule's query recomputed the same composite cores and forms.
     """
-    with _LOCK, no_gc():
+    with _LOCK, paused_gc():
         Logic()
         _assert_all(facts)
         t0 = time.perf_counter()
@@ -94,19 +94,6 @@ def run_staged(
                 timings[head] = time.perf_counter() - t0
         Logic()
         return out
-
-
-@contextlib.contextmanager
-def no_gc() -> Iterator[None]:
-    """Pause the cyclic GC while pyDatalog allocates its many small objects (its full
-    collections dominated run time on big graphs), then collect once."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
 
 
 def _assert_all(facts: Iterable[tuple[str, tuple]]) -> None:

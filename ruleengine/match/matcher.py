@@ -22,6 +22,7 @@ from ruleengine.match.params import Binding, ParamFailure, check_params
 from ruleengine.ops.classes import commutative_ops
 from ruleengine.ops.model import OpAlias
 from ruleengine.rules.model import OpPattern, Rule, RuleSet
+from ruleengine.runtime import paused_gc
 
 
 def default_aliases() -> Mapping[str, OpAlias]:
@@ -51,7 +52,7 @@ def find_candidates(
     ``stats``, when given, receives per-step seconds (compile, facts, datalog, check) and
     the fact count, for the benchmark.
     """
-    with backend.no_gc():
+    with paused_gc():
         return _find(graph, rule_set, aliases, stats)
 
 

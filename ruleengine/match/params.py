@@ -14,6 +14,7 @@ from typing import Any
 import onnx
 
 from ruleengine.graph.model import Graph, Node, Tensor
+from ruleengine.graph.shapes import broadcast_compatible
 from ruleengine.ops.composites import CompositeForm, composites
 from ruleengine.ops.model import OpAlias, ParamKind, ParamMapping
 
@@ -85,15 +86,6 @@ def _fmt(v: Any) -> str:
 
 
 # ---------------------------------------------------------------- shape checks
-
-
-def broadcast_compatible(shapes: Sequence[tuple]) -> bool:
-    rank = max(len(s) for s in shapes)
-    for i in range(1, rank + 1):
-        dims = {s[-i] for s in shapes if len(s) >= i and s[-i] != 1}
-        if len(dims) > 1:
-            return False
-    return True
 
 
 def _shapes(graph: Graph, names: Sequence[str], what: str) -> list[tuple]:

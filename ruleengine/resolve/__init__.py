@@ -87,7 +87,7 @@ def resolve(
     seed: int = 0,
 ) -> Resolution:
     """Choose the fused groups among the viable (``verdict == FUSE``) candidates."""
-    from ruleengine.cost.scoring import paused_gc
+    from ruleengine.runtime import paused_gc
 
     with paused_gc():
         return _resolve(graph, scored, solver, time_limit_s, seed)
