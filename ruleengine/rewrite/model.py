@@ -11,8 +11,8 @@ from typing import Any
 
 from ruleengine.cost.model import ScoredCandidate
 
-PLAN_SCHEMA_VERSION = "1.0"
-REPORT_SCHEMA_VERSION = "1.0"
+PLAN_SCHEMA_VERSION = 1  # every JSON document autofusion writes uses an integer version
+REPORT_SCHEMA_VERSION = 1
 FUSED_DOMAIN = "autofusion"
 
 

@@ -49,7 +49,7 @@ def test_json_format_prints_the_report_json(model, tmp_path):
     assert res.exit_code == 0, res.output
     data = json.loads(res.stdout)
     assert data["totals"]["groups"] == 5
-    assert data["schema_version"] == "1.0"
+    assert data["schema_version"] == 1
 
 
 def test_default_preset_and_verify(model, tmp_path):

@@ -29,8 +29,11 @@ def normalise_report(text: str) -> str:
 
 
 @pytest.fixture(scope="module")
-def result():
-    return fuse(EXAMPLE, [GOLDEN / "rules"], verify=False)
+def result(tmp_path_factory):
+    # Graphviz on PATH would add graph.svg to the file list: keep the golden machine-free.
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("PATH", str(tmp_path_factory.mktemp("no-graphviz")))
+        return fuse(EXAMPLE, [GOLDEN / "rules"], verify=False)
 
 
 @pytest.mark.parametrize("name", ["plan.json", "report.txt"])
