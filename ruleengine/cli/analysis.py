@@ -14,7 +14,15 @@ from pathlib import Path
 import typer
 
 from ruleengine.cli.app import app
-from ruleengine.cli.common import PANEL_ANALYSIS, Format, Preset, Solver, guarded, parse_dims
+from ruleengine.cli.common import (
+    PANEL_ANALYSIS,
+    Format,
+    Preset,
+    Solver,
+    guarded,
+    parse_dims,
+    warn_inputs,
+)
 from ruleengine.cost.model import ScoredCandidate, Target, Verdict
 from ruleengine.cost.scoring import human_bytes, kb
 from ruleengine.errors import UsageError
@@ -242,7 +250,7 @@ def _run_analysis(model, rules, preset, target, solver, dim, benefit_threshold, 
 
     if not model.is_file():
         raise UsageError(f"model file not found: {model}")
-    return analyze(
+    analysis = analyze(
         model,
         rules,
         preset=preset.value if preset else None,
@@ -252,6 +260,8 @@ def _run_analysis(model, rules, preset, target, solver, dim, benefit_threshold, 
         benefit_threshold=benefit_threshold,
         time_limit_s=time_limit,
     )
+    warn_inputs(analysis.graph, analysis.rule_set)
+    return analysis
 
 
 _RULES = typer.Option([], "--rules", "-r", help="Rule file or directory (several allowed).")

@@ -98,3 +98,29 @@ def guarded(action: Callable[[], T]) -> T:
 
 def stdout_is_terminal() -> bool:
     return sys.stdout.isatty()
+
+
+def warn_inputs(graph=None, rule_set=None) -> None:  # noqa: ANN001 - stage records
+    """Tell, on stderr, what the loaded rules and model warn about: rule lint warnings,
+    graph loading warnings, opaque nodes never fused, and unbound symbolic dims (whose
+    candidates come out as dynamic_shape)."""
+    for diag in getattr(rule_set, "diagnostics", ()) or ():
+        where = f"{diag.location}: " if diag.location else ""
+        typer.echo(f"warning: {where}{diag.code} {diag.message}", err=True)
+    if graph is None:
+        return
+    for diag in graph.warnings:
+        typer.echo(f"warning: {diag.code} {diag.message}", err=True)
+    if graph.opaque_nodes:
+        shown = ", ".join(graph.opaque_nodes[:5]) + (", ..." if len(graph.opaque_nodes) > 5 else "")
+        typer.echo(
+            f"note: {len(graph.opaque_nodes)} opaque node(s) (control flow or unknown domain) "
+            f"are never fused: {shown}",
+            err=True,
+        )
+    if graph.unbound_dims:
+        typer.echo(
+            f"note: unbound symbolic dims: {', '.join(graph.unbound_dims)} "
+            "(bind them with --dim name=value; candidates of unknown size are not fused)",
+            err=True,
+        )

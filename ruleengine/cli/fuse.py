@@ -24,6 +24,7 @@ from ruleengine.cli.common import (
     Solver,
     guarded,
     parse_dims,
+    warn_inputs,
 )
 from ruleengine.errors import UsageError
 
@@ -116,6 +117,7 @@ def fuse_command(
             progress=_progress_printer(),
             corrupt_rules=_env_names(ENV_CORRUPT),
         )
+        warn_inputs(result.analysis.graph, result.analysis.rule_set)
         write_outputs(result, outdir)
         names = list(result.files)
         if fmt is Format.json:

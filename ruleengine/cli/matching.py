@@ -8,7 +8,15 @@ from pathlib import Path
 import typer
 
 from ruleengine.cli.app import app
-from ruleengine.cli.common import EXIT_OK, PANEL_ANALYSIS, PANEL_RULES, Format, Preset, guarded
+from ruleengine.cli.common import (
+    EXIT_OK,
+    PANEL_ANALYSIS,
+    PANEL_RULES,
+    Format,
+    Preset,
+    guarded,
+    warn_inputs,
+)
 from ruleengine.errors import UsageError
 
 
@@ -16,24 +24,6 @@ def _dims(values: list[str]) -> dict[str, int]:
     from ruleengine.cli.common import parse_dims
 
     return parse_dims(values)
-
-
-def _warn_graph(graph) -> None:
-    for diag in graph.warnings:
-        typer.echo(f"warning: {diag.code} {diag.message}", err=True)
-    if graph.opaque_nodes:
-        shown = ", ".join(graph.opaque_nodes[:5]) + (", ..." if len(graph.opaque_nodes) > 5 else "")
-        typer.echo(
-            f"note: {len(graph.opaque_nodes)} opaque node(s) (control flow or unknown domain) "
-            f"are never fused: {shown}",
-            err=True,
-        )
-    if graph.unbound_dims:
-        typer.echo(
-            f"note: unbound symbolic dims: {', '.join(graph.unbound_dims)} "
-            "(bind them with --dim name=value)",
-            err=True,
-        )
 
 
 def candidates_json(result, *, near_misses: bool = False) -> dict:
@@ -118,7 +108,7 @@ def match_command(
         chosen = preset.value if preset else (None if rules else "all")
         rule_set = load_rule_set([str(p) for p in rules], preset=chosen)
         graph = load_graph(model, _dims(dim))
-        _warn_graph(graph)
+        warn_inputs(graph)
         result = find_candidates(graph, rule_set)
         if fmt is Format.json:
             typer.echo(json.dumps(candidates_json(result, near_misses=near), indent=2))
@@ -159,7 +149,7 @@ def explain_rule_command(
             from ruleengine.match import find_candidates
 
             graph = load_graph(model, _dims(dim))
-            _warn_graph(graph)
+            warn_inputs(graph)
             result = find_candidates(graph, rule_set)
             typer.echo("")
             typer.echo(candidates_text(result, near_misses=True))

@@ -211,3 +211,21 @@ def test_svg_is_written_when_graphviz_is_on_path(model, tmp_path, monkeypatch):
     assert res.exit_code == 0, res.output
     assert (out / "graph.svg").read_text().strip() == "<svg>fused</svg>"
     assert "graph.svg" in res.stdout
+
+
+def test_unbound_dims_are_noted_on_stderr_and_bound_by_dim(tmp_path):
+    m = onnx.load(EXAMPLE)
+    for value in (*m.graph.input, *m.graph.output):
+        dims = value.type.tensor_type.shape.dim
+        if len(dims) == 3:  # x and y: [1, 16, 64] -> [batch, 16, 64]
+            dims[0].dim_param = "batch"
+    del m.graph.value_info[:]
+    dynamic = tmp_path / "dynamic.onnx"
+    onnx.save(m, dynamic)
+    res = run(str(dynamic), "-o", str(tmp_path / "a"))
+    assert res.exit_code == 0, res.output
+    assert "note: unbound symbolic dims: batch" in res.stderr
+    assert "dynamic_shape" in res.stdout
+    res = run(str(dynamic), "-o", str(tmp_path / "b"), "--dim", "batch=1")
+    assert res.exit_code == 0, res.output
+    assert "unbound" not in res.stderr
