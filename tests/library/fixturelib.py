@@ -121,12 +121,6 @@ g (float[4] a, float[4] b) => (float[4] y)
 }
 """
 
-MULTI_ROOT_REASON = (
-    "the matcher chains an op whose input_sources give only source kinds to the previous op "
-    "(commit d429487); the contract (DESIGN.md, notes/common.md) chains only ops without "
-    "input_sources, and this rule has a second root written that way"
-)
-
 
 @cache
 def matcher_supports_multiple_roots() -> bool:
@@ -144,14 +138,3 @@ def matcher_supports_multiple_roots() -> bool:
         onnx.save(onnx.parser.parse_model(PROBE_MODEL), model)
         result = find_candidates(load_graph(model), load_rule_set([rule]))
     return any(c.node_set == {"r", "s", "add"} for c in result.candidates)
-
-
-def has_second_root(rule) -> bool:
-    """A rule alternative with an op (not the first) whose input_sources give only kinds."""
-    return any(
-        op.index > 0
-        and op.input_sources is not None
-        and all(src.from_op is None for src in op.input_sources)
-        for alt in rule.alternatives
-        for op in alt.ops
-    )
