@@ -25,6 +25,9 @@ COSINE_THRESHOLD = 0.999
 # runs the original subgraph, so only reordering round-off is expected.
 REL_TOLERANCE = {"float64": 1e-3, "float32": 1e-3, "float16": 1e-2, "bfloat16": 1e-2}
 DEFAULT_INT_BOUND = 100
+# Random inputs beyond this (all inputs together) would exhaust memory before onnxruntime
+# even starts (e.g. --dim seq=100000): refuse with a hint instead of a MemoryError.
+MAX_RANDOM_INPUT_BYTES = 1 << 30
 _PASS_THROUGH = {"Cast", "Reshape", "Squeeze", "Unsqueeze", "Flatten", "Identity", "Expand"}
 
 
@@ -57,49 +60,128 @@ def _index_bound(model: onnx.ModelProto, name: str) -> int | None:
 
 def make_inputs(
     model: onnx.ModelProto, *, seed: int = 0, dims: Mapping[str, int] | None = None
-) -> dict[str, np.ndarray]:
-    """Seeded random feeds for every graph input that is not an initializer."""
+) -> dict[str, object]:
+    """Seeded random feeds for every graph input that is not an initializer.
+
+    Tensors get arrays; sequence inputs a list of two tensors, optional inputs a present
+    value (what onnxruntime takes for those types). Other types (maps, sparse tensors)
+    cannot be made up: the user passes them with ``--inputs``.
+    """
     rng = np.random.default_rng(seed)
     initializers = {t.name for t in model.graph.initializer}
-    feeds: dict[str, np.ndarray] = {}
+    feeds: dict[str, object] = {}
+    budget = [MAX_RANDOM_INPUT_BYTES]
     for vi in model.graph.input:
         if vi.name in initializers:
             continue
-        tt = vi.type.tensor_type
-        np_dtype = onnx.helper.tensor_dtype_to_np_dtype(tt.elem_type)
-        shape = []
-        for d in tt.shape.dim:
-            if d.HasField("dim_value"):
-                shape.append(int(d.dim_value))
-            else:
-                shape.append(int((dims or {}).get(d.dim_param, 1)))
-        if np_dtype == np.bool_ or "mask" in vi.name.lower():
-            arr = np.ones(shape, dtype=np_dtype)
-        elif np.issubdtype(np_dtype, np.integer):
-            bound = min(DEFAULT_INT_BOUND, _index_bound(model, vi.name) or DEFAULT_INT_BOUND)
-            arr = rng.integers(0, max(bound, 1), size=shape).astype(np_dtype)
-        else:
-            arr = rng.standard_normal(shape).astype(np_dtype)
-        feeds[vi.name] = arr
+        feeds[vi.name] = _random_value(model, vi.name, vi.type, rng, dims or {}, budget)
     return feeds
 
 
+def _random_value(
+    model: onnx.ModelProto,
+    name: str,
+    tp: onnx.TypeProto,
+    rng: np.random.Generator,
+    dims: Mapping[str, int],
+    budget: list[int],
+) -> object:
+    kind = tp.WhichOneof("value")
+    if kind == "sequence_type":
+        elem = tp.sequence_type.elem_type
+        return [_random_value(model, name, elem, rng, dims, budget) for _ in range(2)]
+    if kind == "optional_type":
+        return _random_value(model, name, tp.optional_type.elem_type, rng, dims, budget)
+    if kind != "tensor_type" or not tp.tensor_type.elem_type:
+        raise UsageError(
+            f"cannot make a random value for model input {name!r} "
+            f"(type {kind or 'unknown'}); pass its value with --inputs FILE.npz"
+        )
+    tt = tp.tensor_type
+    np_dtype = onnx.helper.tensor_dtype_to_np_dtype(tt.elem_type)
+    shape = []
+    for d in tt.shape.dim:
+        if d.HasField("dim_value"):
+            shape.append(int(d.dim_value))
+        else:
+            shape.append(int(dims.get(d.dim_param, 1)))
+    size = int(np.prod(shape, dtype=object)) * max(np.dtype(np_dtype).itemsize, 8)
+    budget[0] -= size
+    if budget[0] < 0:
+        raise UsageError(
+            f"random verification inputs would need more than "
+            f"{MAX_RANDOM_INPUT_BYTES >> 30} GiB (model input {name!r} has shape "
+            f"{tuple(shape)}); bind smaller sizes with --dim or pass --inputs FILE.npz"
+        )
+    if np.dtype(np_dtype) == np.dtype(object):  # ONNX strings
+        return rng.integers(0, 10, size=shape).astype(str).astype(object)
+    if np_dtype == np.bool_ or "mask" in name.lower():
+        return np.ones(shape, dtype=np_dtype)
+    if np.issubdtype(np_dtype, np.integer):
+        bound = min(DEFAULT_INT_BOUND, _index_bound(model, name) or DEFAULT_INT_BOUND)
+        return rng.integers(0, max(bound, 1), size=shape).astype(np_dtype)
+    return rng.standard_normal(shape).astype(np_dtype)
+
+
 def load_inputs(path: str | Path, model: onnx.ModelProto) -> dict[str, np.ndarray]:
-    """Feeds from a user's .npz file; every model input must be there."""
+    """Feeds from a user's .npz file; every model input must be there, with the dtype,
+    rank and static dims the model declares (so a wrong file is named as such, not
+    reported as a model onnxruntime cannot run)."""
+    import zipfile
+
     try:
-        with np.load(path, allow_pickle=False) as data:
+        loaded = np.load(path, allow_pickle=False)
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:
+        raise UsageError(f"cannot read inputs file {path}: {exc}") from None
+    if not isinstance(loaded, np.lib.npyio.NpzFile):
+        raise UsageError(
+            f"inputs file {path} is a single .npy array, not an .npz archive; "
+            "write one with numpy.savez(path, input_name=array, ...)"
+        )
+    try:
+        with loaded as data:
             arrays = {k: np.asarray(data[k]) for k in data.files}
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:
         raise UsageError(f"cannot read inputs file {path}: {exc}") from None
     initializers = {t.name for t in model.graph.initializer}
-    wanted = [vi.name for vi in model.graph.input if vi.name not in initializers]
-    missing = [n for n in wanted if n not in arrays]
+    declared = {vi.name: vi for vi in model.graph.input if vi.name not in initializers}
+    missing = [n for n in declared if n not in arrays]
     if missing:
         raise UsageError(
             f"inputs file {path} lacks model input(s) {', '.join(missing)}; "
             f"it has {', '.join(sorted(arrays)) or 'nothing'}"
         )
-    return {n: arrays[n] for n in wanted}
+    for name, vi in declared.items():
+        problem = _input_mismatch(arrays[name], vi.type)
+        if problem:
+            raise UsageError(f"inputs file {path}: array {name!r} {problem}")
+    return {n: arrays[n] for n in declared}
+
+
+def _input_mismatch(arr: np.ndarray, tp: onnx.TypeProto) -> str | None:
+    """Why ``arr`` cannot feed a tensor input of type ``tp`` (None when it can)."""
+    if tp.WhichOneof("value") != "tensor_type" or not tp.tensor_type.elem_type:
+        return None  # sequences, optionals, maps: onnxruntime checks those
+    tt = tp.tensor_type
+    try:
+        want = onnx.helper.tensor_dtype_to_np_dtype(tt.elem_type).name
+    except Exception:  # noqa: BLE001 - ONNX types numpy has no dtype for
+        want = onnx.TensorProto.DataType.Name(tt.elem_type).lower()
+    try:
+        got_type = onnx.helper.np_dtype_to_tensor_dtype(arr.dtype)
+    except Exception:  # noqa: BLE001 - numpy dtypes ONNX has no name for
+        got_type = None
+    if got_type != tt.elem_type:
+        return f"is {arr.dtype}, the model input wants {want}"
+    if not tt.HasField("shape"):
+        return None
+    dims = [d.dim_value if d.HasField("dim_value") else (d.dim_param or "?") for d in tt.shape.dim]
+    shown = f"({', '.join(map(str, dims))})"
+    if arr.ndim != len(dims) or any(
+        isinstance(d, int) and d != n for d, n in zip(dims, arr.shape, strict=False)
+    ):
+        return f"has shape {tuple(arr.shape)}, the model input wants {shown}"
+    return None
 
 
 def run_model(model: onnx.ModelProto | str | Path, feeds: Mapping[str, np.ndarray]) -> dict:
@@ -115,38 +197,66 @@ def run_model(model: onnx.ModelProto | str | Path, feeds: Mapping[str, np.ndarra
 
 
 def compare(
-    reference: Mapping[str, np.ndarray],
-    fused: Mapping[str, np.ndarray],
+    reference: Mapping[str, object],
+    fused: Mapping[str, object],
     threshold: float = COSINE_THRESHOLD,
 ) -> tuple[OutputCheck, ...]:
-    """Cosine similarity and max absolute/relative error per output, in reference order."""
-    checks: list[OutputCheck] = []
-    for name, ref in reference.items():
-        got = fused.get(name)
-        if got is None or got.shape != ref.shape:
-            checks.append(OutputCheck(name, 0.0, float("inf"), float("inf"), False))
-            continue
-        a = np.asarray(ref, dtype=np.float64).ravel()
-        b = np.asarray(got, dtype=np.float64).ravel()
-        fa, fb = np.isfinite(a), np.isfinite(b)
-        same_nonfinite = bool(np.array_equal(fa, fb)) and bool(
-            np.array_equal(a[~fa], b[~fb], equal_nan=True)
+    """Cosine similarity and max absolute/relative error per output, in reference order.
+
+    Sequence outputs (lists) compare element by element (the worst element counts);
+    an absent optional output (None) passes only when the other is absent too.
+    """
+    return tuple(
+        _compare_value(name, ref, fused.get(name), threshold) for name, ref in reference.items()
+    )
+
+
+def _compare_value(name: str, ref: object, got: object, threshold: float) -> OutputCheck:
+    failed = OutputCheck(name, 0.0, float("inf"), float("inf"), False)
+    if ref is None or got is None:
+        return OutputCheck(name, 1.0, 0.0, 0.0, True) if ref is got else failed
+    if isinstance(ref, list) or isinstance(got, list):
+        if not (isinstance(ref, list) and isinstance(got, list)) or len(ref) != len(got):
+            return failed
+        parts = [_compare_value(name, r, g, threshold) for r, g in zip(ref, got, strict=True)]
+        if not parts:
+            return OutputCheck(name, 1.0, 0.0, 0.0, True)
+        return OutputCheck(
+            name,
+            min(p.cosine for p in parts),
+            max(p.max_abs_error for p in parts),
+            max(p.max_rel_error for p in parts),
+            all(p.ok for p in parts),
         )
-        a, b = a[fa & fb], b[fa & fb]
-        na, nb = float(np.linalg.norm(a)), float(np.linalg.norm(b))
-        if na == 0.0 and nb == 0.0:
-            cosine = 1.0
-        elif na == 0.0 or nb == 0.0:
-            cosine = 0.0
-        else:
-            cosine = float(np.dot(a, b) / (na * nb))
-        max_abs = float(np.max(np.abs(a - b))) if a.size else 0.0
-        scale = float(np.max(np.abs(a))) if a.size else 0.0
-        max_rel = max_abs / scale if scale > 0 else max_abs
-        rtol = REL_TOLERANCE.get(np.asarray(ref).dtype.name, 0.0)  # other dtypes: exact
-        ok = same_nonfinite and cosine >= threshold and max_rel <= rtol
-        checks.append(OutputCheck(name, round(cosine, 9), max_abs, max_rel, ok))
-    return tuple(checks)
+    return _compare_arrays(name, np.asarray(ref), np.asarray(got), threshold)
+
+
+def _compare_arrays(name: str, ref: np.ndarray, got: np.ndarray, threshold: float) -> OutputCheck:
+    if got.shape != ref.shape:
+        return OutputCheck(name, 0.0, float("inf"), float("inf"), False)
+    if ref.dtype.kind in "OSU" or got.dtype.kind in "OSU":  # strings: exactly equal
+        same = bool(np.array_equal(ref, got))
+        return OutputCheck(name, 1.0 if same else 0.0, 0.0, 0.0, same)
+    a = np.asarray(ref, dtype=np.float64).ravel()
+    b = np.asarray(got, dtype=np.float64).ravel()
+    fa, fb = np.isfinite(a), np.isfinite(b)
+    same_nonfinite = bool(np.array_equal(fa, fb)) and bool(
+        np.array_equal(a[~fa], b[~fb], equal_nan=True)
+    )
+    a, b = a[fa & fb], b[fa & fb]
+    na, nb = float(np.linalg.norm(a)), float(np.linalg.norm(b))
+    if na == 0.0 and nb == 0.0:
+        cosine = 1.0
+    elif na == 0.0 or nb == 0.0:
+        cosine = 0.0
+    else:
+        cosine = float(np.dot(a, b) / (na * nb))
+    max_abs = float(np.max(np.abs(a - b))) if a.size else 0.0
+    scale = float(np.max(np.abs(a))) if a.size else 0.0
+    max_rel = max_abs / scale if scale > 0 else max_abs
+    rtol = REL_TOLERANCE.get(ref.dtype.name, 0.0)  # other dtypes: exact
+    ok = same_nonfinite and cosine >= threshold and max_rel <= rtol
+    return OutputCheck(name, round(cosine, 9), max_abs, max_rel, ok)
 
 
 def verify(
