@@ -16,6 +16,8 @@ EXIT_OK = 0
 EXIT_FINDINGS = 1
 EXIT_ERROR = 2
 
+MAX_DIM = (1 << 63) - 1  # ONNX dims are int64
+
 T = TypeVar("T")
 
 # Help panels, in the order a user meets them.
@@ -41,17 +43,22 @@ class Format(StrEnum):
 
 
 def parse_dims(values: list[str]) -> dict[str, int]:
-    """--dim name=value (several) -> {name: value}."""
+    """--dim name=value (several) -> {name: value}.
+
+    The value is ASCII digits (no ``2_0``, no full-width digits) and fits an ONNX dim
+    (int64); the same name twice must say the same size.
+    """
     dims: dict[str, int] = {}
     for item in values:
         name, sep, value = item.partition("=")
-        name = name.strip()
-        try:
-            size = int(value)
-        except ValueError:
-            size = -1
-        if not sep or not name or size < 1:
+        name, value = name.strip(), value.strip()
+        size = int(value) if value.isascii() and value.isdigit() else -1
+        if not sep or not name or size < 1 or size > MAX_DIM:
             raise UsageError(f"bad --dim {item!r}: expected name=positive integer, e.g. batch=1")
+        if dims.get(name, size) != size:
+            raise UsageError(
+                f"--dim {name} given twice with different sizes ({dims[name]}, {size})"
+            )
         dims[name] = size
     return dims
 
