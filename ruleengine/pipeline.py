@@ -10,6 +10,7 @@ atomically. Nothing here prints: progress goes to an optional callback.
 from __future__ import annotations
 
 import hashlib
+import math
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -118,6 +119,13 @@ def analyze(
 
     if solver not in SOLVERS:
         raise UsageError(f"unknown solver {solver!r}; choose one of {', '.join(SOLVERS)}")
+    if benefit_threshold is not None and not 0.0 <= benefit_threshold <= 1.0:  # NaN too
+        raise UsageError(
+            f"benefit threshold {benefit_threshold} is not a fraction between 0 and 1 "
+            "(net saved bytes / unfused bytes, e.g. 0.2)"
+        )
+    if not 0.0 < time_limit_s < math.inf:  # NaN too
+        raise UsageError(f"time limit {time_limit_s} s must be a positive number of seconds")
     if not rules and preset is None:
         preset = DEFAULT_PRESET
     timings: list[tuple[str, float]] = []
