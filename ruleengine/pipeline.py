@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ruleengine.cost.model import ScoredCandidate, Target
+from ruleengine.diagnostics.model import Diagnostic, Location, Severity
 from ruleengine.errors import GraphLoadError, UsageError
 from ruleengine.graph.model import Graph
 from ruleengine.match.model import Candidate, MatchResult
@@ -298,6 +299,26 @@ def fuse(
         except Exception as exc:  # noqa: BLE001 - a checker failure is our bug; say so
             from ruleengine.rewrite.onnx_rewrite import RewriteError
 
+            try:  # ... unless the input model fails it already: then the input is at fault
+                onnx.checker.check_model(proto, full_check=True)
+            except Exception as original:  # noqa: BLE001 - any checker failure
+                first = str(original).strip().splitlines()[0] if str(original).strip() else ""
+                raise GraphLoadError(
+                    f"the input model {path.name} fails onnx.checker ({first}), so no "
+                    "fused model written from it can pass",
+                    (
+                        Diagnostic(
+                            "AF501",
+                            "unreadable-model",
+                            Severity.ERROR,
+                            f"onnx.checker: {first}",
+                            Location(str(path)),
+                            'fix the model (python -c "import onnx; '
+                            "onnx.checker.check_model('MODEL', full_check=True)\" shows "
+                            "what is wrong) and fuse again",
+                        ),
+                    ),
+                ) from None
             raise RewriteError(f"the fused model fails onnx.checker: {exc}") from None
     timings.append(("check", time.perf_counter() - clock))
     clock = time.perf_counter()

@@ -132,6 +132,10 @@ def _build_body(
     return body
 
 
+# The name a fused model's graph gets when the input's graph has none.
+UNNAMED_GRAPH = "main_graph"
+
+
 def rewrite_model(
     model: onnx.ModelProto,
     graph: Graph,
@@ -147,6 +151,8 @@ def rewrite_model(
     """
     out = onnx.ModelProto()
     out.CopyFrom(model)
+    if not out.graph.name:  # onnx.checker requires one; onnxruntime and exporters do not
+        out.graph.name = UNNAMED_GRAPH
     if not groups:
         return out
     g = out.graph
