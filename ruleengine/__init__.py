@@ -18,6 +18,8 @@ Plain functions (``fuse``, ``analyze``, ``explain``, ``candidates``, ``verify``,
 from __future__ import annotations
 
 import contextlib
+import os
+import re
 import tempfile
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
@@ -48,13 +50,25 @@ __all__ = [
 
 @contextlib.contextmanager
 def _model_file(model: Any) -> Iterator[Path]:
-    """A path for the model: the given path, or a temporary file for an in-memory ModelProto."""
-    if isinstance(model, str | Path):
+    """A path for the model: the given path, or a temporary file for an in-memory ModelProto
+    (or its serialized bytes), named after the graph with only safe characters: a graph
+    name like ``../../x`` or ``a/b`` must not write outside the temporary directory."""
+    if isinstance(model, str | os.PathLike):
         yield Path(model)
         return
+    if isinstance(model, bytes | bytearray):
+        data, name = bytes(model), "model"
+    elif hasattr(model, "SerializeToString") and hasattr(model, "graph"):
+        data, name = model.SerializeToString(), getattr(model.graph, "name", "")
+    else:
+        raise TypeError(
+            f"model must be a path, an onnx.ModelProto or its serialized bytes, "
+            f"not {type(model).__name__}"
+        )
+    stem = re.sub(r"[^A-Za-z0-9_.-]+", "_", name).strip("._")[:100] or "model"
     with tempfile.TemporaryDirectory(prefix="autofusion-") as tmp:
-        path = Path(tmp) / f"{getattr(model.graph, 'name', '') or 'model'}.onnx"
-        path.write_bytes(model.SerializeToString())
+        path = Path(tmp) / f"{stem}.onnx"
+        path.write_bytes(data)
         yield path
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import tempfile
 from pathlib import Path
 
 import onnx
@@ -70,3 +71,20 @@ def test_pipeline_reports_progress_and_stage_timings():
         "check",
         "emit",
     ]
+
+
+@pytest.mark.parametrize("name", ["../../escaped_by_graph_name", "a/b", "/abs/x", "..", ""])
+def test_model_proto_graph_name_never_leaves_the_temporary_directory(af, tmp_path, name):
+    """A ModelProto named '../../x' used to be written to <tmp>/../../x.onnx (outside the
+    temporary directory, and never removed); 'a/b' was a FileNotFoundError."""
+    model = onnx.load(str(EXAMPLE))
+    model.graph.name = name
+    result = af.fuse(model)
+    assert "/" not in result.fused_name and not result.fused_name.startswith(".")
+    assert not (Path(tempfile.gettempdir()).parent / "escaped_by_graph_name.onnx").exists()
+
+
+def test_serialized_bytes_are_a_model_and_other_objects_a_type_error(af):
+    assert af.candidates(EXAMPLE.read_bytes())
+    with pytest.raises(TypeError, match="onnx.ModelProto"):
+        af.candidates(None)
