@@ -61,13 +61,17 @@ def _align(n: int, to: int) -> int:
 
 
 def _block(shape: tuple[int, ...], elems: int) -> tuple[int, ...]:
-    """Lay ``elems`` out as a row-major block of ``shape`` (trailing dims first)."""
+    """Lay ``elems`` out as a row-major block of ``shape`` (trailing dims first).
+
+    A zero-sized dim (an empty tensor) counts as 1: the tile is never smaller than one
+    element per dim, and there is nothing to divide by.
+    """
     out: list[int] = []
     left = elems
     for d in reversed(shape):
         take = max(1, min(d, left))
         out.append(take)
-        left = max(1, -(-left // d))
+        left = max(1, -(-left // max(d, 1)))
     return tuple(reversed(out))
 
 
