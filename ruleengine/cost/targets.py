@@ -6,6 +6,7 @@ Numbers live in data, never in Python: the cost model only reads a ``Target`` re
 from __future__ import annotations
 
 import json
+import math
 from functools import cache
 from pathlib import Path
 from types import MappingProxyType
@@ -39,6 +40,45 @@ def _validator() -> jsonschema.protocols.Validator:
 def _error(path: str, message: str, code: str, name: str, hint: str | None = None) -> UsageError:
     diag = Diagnostic(code, name, Severity.ERROR, message, Location(path), hint)
     return UsageError(f"cannot load target {path}: {message}", (diag,))
+
+
+class _DuplicateKey(yaml.YAMLError):
+    def __init__(self, key: object, first: yaml.Mark, mark: yaml.Mark) -> None:
+        super().__init__(f"duplicate key {key!r}")
+        self.key, self.first, self.mark = key, first, mark
+
+
+class _StrictLoader(yaml.SafeLoader):
+    """SafeLoader that refuses a key given twice in one mapping (YAML keeps the last)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
+        seen: dict[object, yaml.Mark] = {}
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            try:
+                first = seen.setdefault(key, key_node.start_mark)
+            except TypeError:  # unhashable key: the schema reports it
+                continue
+            if first is not key_node.start_mark:
+                raise _DuplicateKey(key, first, key_node.start_mark)
+        return super().construct_mapping(node, deep=deep)
+
+
+def _non_finite(data: Any, where: str = "") -> str | None:
+    """The dotted path of the first NaN or infinite number in ``data`` (None if none)."""
+    if isinstance(data, float) and not math.isfinite(data):
+        return where or "(top level)"
+    if isinstance(data, dict):
+        for key, value in data.items():
+            found = _non_finite(value, f"{where}.{key}" if where else str(key))
+            if found:
+                return found
+    if isinstance(data, list):
+        for i, value in enumerate(data):
+            found = _non_finite(value, f"{where}[{i}]")
+            if found:
+                return found
+    return None
 
 
 def load_target(name_or_path: str | Path) -> Target:
@@ -91,11 +131,24 @@ def _load_file(path: Path) -> Target:
         if path.stat().st_size > _MAX_TARGET_BYTES:
             raise _error(shown, "file is larger than 1 MiB", "AF902", "target-invalid")
         raw = path.read_text(encoding="utf-8")
-        data: Any = yaml.safe_load(raw)
+        data: Any = yaml.load(raw, Loader=_StrictLoader)  # noqa: S506 - a SafeLoader
     except UsageError:
         raise
     except (OSError, UnicodeDecodeError) as exc:
         raise _error(shown, f"cannot read: {exc}", "AF902", "target-invalid") from None
+    except _DuplicateKey as exc:
+        loc = Location(shown, exc.mark.line + 1, exc.mark.column + 1)
+        diag = Diagnostic(
+            "AF902",
+            "target-invalid",
+            Severity.ERROR,
+            f"duplicate key {exc.key!r} (first at line {exc.first.line + 1})",
+            loc,
+            "keep one of the two; YAML would silently use the last",
+        )
+        raise UsageError(
+            f"cannot load target {shown}: duplicate key {exc.key!r}", (diag,)
+        ) from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         loc = Location(shown, mark.line + 1, mark.column + 1) if mark else Location(shown)
@@ -117,6 +170,15 @@ def _load_file(path: Path) -> Target:
             for e in errors
         )
         raise UsageError(f"target {shown} does not satisfy the target schema", diags)
+    bad = _non_finite(data)
+    if bad:
+        raise _error(
+            shown,
+            f"{bad} is not a finite number (.nan and .inf make every cost meaningless)",
+            "AF902",
+            "target-invalid",
+            "write a positive number, e.g. 1.6e+12",
+        )
     if data["ub_reserve_bytes"] >= data["ub_bytes"]:
         raise _error(shown, "ub_reserve_bytes must be below ub_bytes", "AF902", "target-invalid")
     return Target(

@@ -82,3 +82,33 @@ def test_missing_or_malformed_target_file_is_a_usage_error(tmp_path: Path) -> No
     with pytest.raises(UsageError) as err:
         load_target(str(p))
     assert err.value.diagnostics[0].location.line is not None
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "field"),
+    [
+        ("hbm_bandwidth: 1.6e+12", "hbm_bandwidth: .nan", "hbm_bandwidth"),
+        ("hbm_bandwidth: 1.6e+12", "hbm_bandwidth: .inf", "hbm_bandwidth"),
+        ("  float16: 3.54e+14", "  float16: .nan", "peak_flops.float16"),
+        ("launch_overhead_s: 5.0e-6", "launch_overhead_s: .inf", "launch_overhead_s"),
+    ],
+)
+def test_non_finite_numbers_are_refused(tmp_path: Path, old: str, new: str, field: str) -> None:
+    """.nan/.inf pass the schema's bounds; hbm_bandwidth .nan used to be an internal error
+    (cannot convert float NaN to integer) and launch_overhead_s .inf printed 'inf ms'."""
+    text = (data_dir("targets") / "ascend910b.yaml").read_text()
+    assert old in text
+    p = tmp_path / "t.yaml"
+    p.write_text(text.replace(old, new))
+    with pytest.raises(UsageError, match=f"{field} is not a finite number"):
+        load_target(str(p))
+
+
+def test_duplicate_key_is_refused_with_its_line(tmp_path: Path) -> None:
+    """A key given twice used to be read silently as its last value."""
+    text = (data_dir("targets") / "ascend910b.yaml").read_text()
+    p = tmp_path / "t.yaml"
+    p.write_text(text.replace("name: ascend910b\n", "name: ascend910b\nname: other\n", 1))
+    with pytest.raises(UsageError, match="duplicate key 'name'") as err:
+        load_target(str(p))
+    assert err.value.diagnostics[0].location.line == 6
