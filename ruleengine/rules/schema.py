@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import math
 from functools import cache
 from typing import Any
 
@@ -371,4 +372,32 @@ def validate_document(doc: Document) -> list[Diagnostic]:
             if key not in seen:
                 seen.add(key)
                 diags.append(d)
+    diags += _nan_diags(doc)
     return diags
+
+
+def _nan_diags(doc: Document) -> list[Diagnostic]:
+    """``.nan`` anywhere: it passes the schema's bounds (every comparison with NaN is
+    false), so a NaN benefit_threshold would fuse everything and a NaN param match nothing."""
+    found: list[tuple] = []
+
+    def walk(value: Any, path: tuple) -> None:
+        if isinstance(value, float) and math.isnan(value):
+            found.append(path)
+        elif isinstance(value, dict):
+            for k, v in value.items():
+                walk(v, (*path, k))
+        elif isinstance(value, list):
+            for i, v in enumerate(value):
+                walk(v, (*path, i))
+
+    walk(doc.data, ())
+    return [
+        codes.make(
+            "invalid-value",
+            f"{dotted(path)}: .nan is not a usable number",
+            doc.marks.value(path),
+            hint="write an ordinary number in its place (NaN equals nothing, not even itself)",
+        )
+        for path in found
+    ]
