@@ -8,8 +8,10 @@ line, column, code and message, and nothing time- or machine-dependent is writte
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from urllib.parse import quote
 
 from ruleengine import __version__
 from ruleengine.diagnostics.codes import CODES
@@ -131,13 +133,25 @@ def render_github(diags: Sequence[Diagnostic], summary: Summary) -> str:
 _SARIF_LEVEL = {"error": "error", "warning": "warning", "info": "note"}
 
 
+def _sarif_uri(file: str) -> str:
+    """A SARIF artifact URI (a URI reference, RFC 3986): a relative path stays relative,
+    an absolute one becomes file:///...; spaces, '#', '%', '?' and non-ASCII letters are
+    percent-encoded, or code scanning reads ``a b#1.yaml`` as ``a b`` plus a fragment."""
+    path = file.replace("\\", "/")
+    if re.match(r"^[A-Za-z]:/", path):  # Windows drive
+        return "file:///" + quote(path, safe="/:")
+    if path.startswith("/"):
+        return "file://" + quote(path, safe="/")
+    return quote(path, safe="/")
+
+
 def _sarif_location(loc: Location) -> dict:
     region = {}
     if loc.line is not None:
         region["startLine"] = loc.line
         if loc.column is not None:
             region["startColumn"] = loc.column
-    physical: dict = {"artifactLocation": {"uri": loc.file.replace("\\", "/")}}
+    physical: dict = {"artifactLocation": {"uri": _sarif_uri(loc.file)}}
     if region:
         physical["region"] = region
     return {"physicalLocation": physical}

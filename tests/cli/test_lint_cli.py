@@ -239,3 +239,18 @@ def test_convert_deep_json_and_colliding_names(tmp_path: Path):
     assert run("convert", clash, "-o", out).exit_code == 0
     assert sorted(p.name for p in out.iterdir()) == ["a_b.yaml", "a_b_2.yaml"]
     assert run("check", "--strict", out).exit_code == 0
+
+
+def test_sarif_uris_are_percent_encoded_uri_references(tmp_path: Path, monkeypatch):
+    """A file named 'a b#1.yaml' was written as the uri 'a b#1.yaml' (a space is not
+    allowed in a URI and '#' starts a fragment); an absolute path was not a file: URI."""
+    folder = tmp_path / "my rules"
+    folder.mkdir()
+    (folder / "a b#1.yaml").write_text(MINIMAL + "bogus: 1\n")
+    monkeypatch.chdir(tmp_path)
+    rel = json.loads(run("check", "--format", "sarif", "my rules").stdout)
+    uri = rel["runs"][0]["results"][0]["locations"][0]["physicalLocation"]["artifactLocation"]
+    assert uri["uri"] == "my%20rules/a%20b%231.yaml"
+    absolute = json.loads(run("check", "--format", "sarif", str(folder)).stdout)
+    loc = absolute["runs"][0]["results"][0]["locations"][0]["physicalLocation"]
+    assert loc["artifactLocation"]["uri"] == (folder / "a b#1.yaml").as_uri()
