@@ -19,6 +19,7 @@ from ruleengine.cli.common import (
     Format,
     Preset,
     Solver,
+    examples,
     guarded,
     parse_dims,
     warn_inputs,
@@ -275,7 +276,16 @@ _TIME = typer.Option(30.0, "--time-limit", help="Exact solver time limit (s).")
 _FORMAT = typer.Option(Format.text, "--format", "-f", help="Output format.")
 
 
-@app.command("explain", rich_help_panel=PANEL_ANALYSIS)
+@app.command(
+    "explain",
+    rich_help_panel=PANEL_ANALYSIS,
+    epilog=examples(
+        "autofusion explain model.onnx --preset cnn",
+        "autofusion explain model.onnx --target ascend310p --verdict ub_overflow",
+        "autofusion explain model.onnx --rules my_rules/ --rule my_rule -f json",
+        "autofusion explain model.onnx --target my_chip.yaml --dim seq=2048",
+    ),
+)
 def explain_command(
     model: Path = typer.Argument(..., help="ONNX model to analyse."),
     rules: list[Path] = _RULES,
@@ -330,7 +340,14 @@ def explain_command(
     guarded(run)
 
 
-@app.command("compare", rich_help_panel=PANEL_ANALYSIS)
+@app.command(
+    "compare",
+    rich_help_panel=PANEL_ANALYSIS,
+    epilog=examples(
+        "autofusion compare model.onnx",
+        "autofusion compare model.onnx --preset transformer --time-limit 5 -f json",
+    ),
+)
 def compare_command(
     model: Path = typer.Argument(..., help="ONNX model to analyse."),
     rules: list[Path] = _RULES,
@@ -387,7 +404,15 @@ def targets_rows() -> list[dict]:
     return rows
 
 
-@app.command("targets", rich_help_panel=PANEL_ANALYSIS)
+@app.command(
+    "targets",
+    rich_help_panel=PANEL_ANALYSIS,
+    epilog=examples(
+        "autofusion targets",
+        "autofusion targets -f json",
+        "autofusion explain model.onnx --target ascend910b4",
+    ),
+)
 def targets_command(fmt: Format = _FORMAT) -> None:
     """List the bundled hardware targets (use a name or a YAML file with --target)."""
 

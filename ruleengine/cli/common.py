@@ -42,6 +42,15 @@ class Format(StrEnum):
     json = "json"
 
 
+def examples(*lines: str) -> str:
+    """A help epilog: ``Examples:`` and one ``$ command`` per line.
+
+    Lines stay under the 78 columns of an 80-column help screen (rich would wrap them) and
+    hold no ``[...]`` (rich markup); typer dedents an epilog, hence ``$`` not indentation.
+    """
+    return "Examples:\n\n" + "\n".join(f"$ {line}" for line in lines)
+
+
 def parse_dims(values: list[str]) -> dict[str, int]:
     """--dim name=value (several) -> {name: value}.
 

@@ -22,6 +22,7 @@ from ruleengine.cli.common import (
     Format,
     Preset,
     Solver,
+    examples,
     guarded,
     parse_dims,
     warn_inputs,
@@ -50,7 +51,18 @@ def _progress_printer():
     return show
 
 
-@app.command("fuse", rich_help_panel=PANEL_FUSE)
+@app.command(
+    "fuse",
+    rich_help_panel=PANEL_FUSE,
+    epilog=examples(
+        "autofusion fuse model.onnx -o out/",
+        "autofusion fuse model.onnx --rules rules/ --target ascend910b -o out/",
+        "autofusion fuse model.onnx --preset transformer --dim seq=512 --verify",
+        "autofusion fuse model.onnx --safe --inputs sample.npz",
+        "autofusion fuse model.onnx --disable softmax --solver greedy -f json",
+        "AUTOFUSION_DISABLE=softmax,gelu_erf autofusion fuse model.onnx",
+    ),
+)
 def fuse_command(
     model: Path = typer.Argument(..., help="ONNX model to fuse (never modified)."),
     rules: list[Path] = typer.Option(

@@ -15,7 +15,7 @@ from enum import StrEnum
 import typer
 
 from ruleengine.cli.app import app
-from ruleengine.cli.common import EXIT_OK, PANEL_RULES, guarded
+from ruleengine.cli.common import EXIT_OK, PANEL_RULES, examples, guarded
 
 rules_app = typer.Typer(
     name="rules",
@@ -61,7 +61,14 @@ def _entries(paths: list[str], preset: str | None) -> list[dict[str, object]]:
     return entries
 
 
-@rules_app.command("list")
+@rules_app.command(
+    "list",
+    epilog=examples(
+        "autofusion rules list",
+        "autofusion rules list --preset cnn",
+        "autofusion rules list my_rules/ -f json",
+    ),
+)
 def list_rules(
     paths: list[str] = typer.Argument(
         None, help="Rule files or folders to list instead of the bundled library."

@@ -13,7 +13,7 @@ from pathlib import Path
 import typer
 
 from ruleengine.cli.app import app
-from ruleengine.cli.common import EXIT_ERROR, EXIT_FINDINGS, EXIT_OK, PANEL_RULES, guarded
+from ruleengine.cli.common import EXIT_ERROR, EXIT_FINDINGS, EXIT_OK, PANEL_RULES, examples, guarded
 from ruleengine.diagnostics.codes import CODES, lookup
 from ruleengine.diagnostics.reporters import Summary, render
 
@@ -52,7 +52,15 @@ def _run_lint(
     return result.exit_code(strict)
 
 
-@app.command("verify", rich_help_panel=PANEL_RULES)
+@app.command(
+    "verify",
+    rich_help_panel=PANEL_RULES,
+    epilog=examples(
+        "autofusion verify my_rule.yaml",
+        "autofusion verify rules/ --strict",
+        "autofusion verify 'rules/**/*.yaml' --format json",
+    ),
+)
 def verify(
     files: list[str] = typer.Argument(..., help="Rule files (YAML), directories or globs."),
     fmt: OutputFormat = typer.Option(OutputFormat.text, "--format", "-f", help="Output format."),
@@ -66,7 +74,16 @@ def verify(
     raise typer.Exit(code)
 
 
-@app.command("check", rich_help_panel=PANEL_RULES)
+@app.command(
+    "check",
+    rich_help_panel=PANEL_RULES,
+    epilog=examples(
+        "autofusion check rules/ --strict",
+        "autofusion check rules/ --strict --format github",
+        "autofusion check rules/ --format sarif > autofusion.sarif",
+        "autofusion check my_rules/ --preset all",
+    ),
+)
 def check(
     paths: list[str] | None = typer.Argument(
         None, help="Rule files, directories (recursed) or globs."
@@ -115,7 +132,15 @@ def _code_doc(code: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-@app.command("rule-codes", rich_help_panel=PANEL_RULES)
+@app.command(
+    "rule-codes",
+    rich_help_panel=PANEL_RULES,
+    epilog=examples(
+        "autofusion rule-codes",
+        "autofusion rule-codes AF303",
+        "autofusion rule-codes unknown-param",
+    ),
+)
 def rule_codes(
     code: str | None = typer.Argument(None, help="A code (AF303) or name (unknown-param)."),
 ) -> None:
@@ -133,7 +158,11 @@ def rule_codes(
     raise typer.Exit(EXIT_OK)
 
 
-@app.command("rule-schema", rich_help_panel=PANEL_RULES)
+@app.command(
+    "rule-schema",
+    rich_help_panel=PANEL_RULES,
+    epilog=examples("autofusion rule-schema > rule.schema.json", "autofusion rule-schema --path"),
+)
 def rule_schema(
     path_only: bool = typer.Option(False, "--path", help="Print the schema file's path."),
 ) -> None:
@@ -172,7 +201,14 @@ def _convert(source: str, out_dir: str | None, force: bool) -> int:
     return EXIT_FINDINGS if problems else EXIT_OK
 
 
-@app.command("convert", rich_help_panel=PANEL_RULES)
+@app.command(
+    "convert",
+    rich_help_panel=PANEL_RULES,
+    epilog=examples(
+        "autofusion convert fusion_rules.json",
+        "autofusion convert fusion_rules.json -o rules/ --force",
+    ),
+)
 def convert(
     source: str = typer.Argument(..., help="Compact JSON rule file (pattern/output_op)."),
     output: str | None = typer.Option(

@@ -14,6 +14,7 @@ from ruleengine.cli.common import (
     PANEL_RULES,
     Format,
     Preset,
+    examples,
     guarded,
     warn_inputs,
 )
@@ -81,7 +82,15 @@ def candidates_text(result, *, near_misses: bool = False) -> str:
     return "\n".join(lines)
 
 
-@app.command("match", rich_help_panel=PANEL_ANALYSIS)
+@app.command(
+    "match",
+    rich_help_panel=PANEL_ANALYSIS,
+    epilog=examples(
+        "autofusion match model.onnx",
+        "autofusion match model.onnx --rules my_rules/ --near-misses",
+        "autofusion match model.onnx --preset transformer --dim seq=128 -f json",
+    ),
+)
 def match_command(
     model: Path = typer.Argument(..., help="ONNX model to match rules against."),
     rules: list[Path] = typer.Option(
@@ -119,7 +128,15 @@ def match_command(
     raise typer.Exit(guarded(run))
 
 
-@app.command("explain-rule", rich_help_panel=PANEL_RULES)
+@app.command(
+    "explain-rule",
+    rich_help_panel=PANEL_RULES,
+    epilog=examples(
+        "autofusion explain-rule my_rule.yaml",
+        "autofusion explain-rule my_rule.yaml --datalog",
+        "autofusion explain-rule my_rule.yaml --model model.onnx --dim batch=1",
+    ),
+)
 def explain_rule_command(
     rule_files: list[Path] = typer.Argument(..., help="Rule file(s) or directories."),
     datalog: bool = typer.Option(
