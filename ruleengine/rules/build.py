@@ -240,10 +240,14 @@ class _Checker:
                 j = src["from_op"]
                 if j >= i:
                     what = "itself" if j == i else "a later op" if j < len(ops) else "no op"
+                    allowed = (
+                        "is the first op and consumes no other op of the pattern"
+                        if i == 0
+                        else f"can only consume {'op 0' if i == 1 else f'ops 0..{i - 1}'}"
+                    )
                     self.add(
                         "bad-from-op",
-                        f"{dotted(sp)}.from_op: {j} refers to {what}; op {i} can only "
-                        f"consume {'op 0' if i == 1 else f'ops 0..{i - 1}'}",
+                        f"{dotted(sp)}.from_op: {j} refers to {what}; op {i} {allowed}",
                         (*sp, "from_op"),
                         "list ops in data-flow order and point from_op at an earlier one"
                         if i

@@ -94,8 +94,8 @@ def collect_files(paths: Sequence[str | Path]) -> list[Path]:
                 )
             )
     if missing:
-        raise UsageError(
-            "path not found: " + ", ".join(d.location.file for d in missing if d.location),
+        raise UsageError(  # not always "not found": an empty folder, a glob matching nothing
+            "no rule files at: " + ", ".join(d.location.file for d in missing if d.location),
             tuple(missing),
         )
     return out

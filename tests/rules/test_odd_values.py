@@ -36,3 +36,22 @@ def test_nan_is_an_error_with_its_location(tmp_path: Path, text: str, field: str
 def test_infinite_param_is_still_a_value(tmp_path: Path):
     text = MINIMAL.replace("- type: Relu", "- type: Clip\n      params: {max: .inf}")
     assert run_cli("verify", write(tmp_path, "inf.yaml", text)).exit_code == 0
+
+
+def test_existing_folder_without_rules_is_not_called_missing(tmp_path: Path):
+    """'error: path not found: rules' for a folder that exists but holds no *.yaml."""
+    (tmp_path / "rules").mkdir()
+    res = run_cli("check", tmp_path / "rules")
+    assert res.exit_code == 2
+    assert "path not found" not in res.stderr and "no rule files at:" in res.stderr
+    assert "no *.yaml or *.yml rule files in directory" in res.stderr
+
+
+def test_from_op_on_the_first_op_reads_sensibly(tmp_path: Path):
+    """The message said 'op 0 can only consume ops 0..-1'."""
+    text = MINIMAL.replace(
+        "- type: Relu", "- type: Relu\n      input_sources:\n        input0: {from_op: 0}"
+    )
+    res = run_cli("verify", write(tmp_path, "self.yaml", text))
+    assert res.exit_code == 1
+    assert "0..-1" not in res.stdout and "op 0 is the first op" in res.stdout
