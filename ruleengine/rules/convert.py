@@ -155,6 +155,34 @@ def convert_data(data: Any, source: str) -> list[ConvertedRule]:
     return out
 
 
+class _DuplicateKey(ValueError):
+    def __init__(self, key: str) -> None:
+        super().__init__(key)
+        self.key = key
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """json object hook: a key given twice is an error (json.loads keeps the last)."""
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise _DuplicateKey(key)
+        out[key] = value
+    return out
+
+
+def _key_location(text: str, key: str, source: str) -> Location:
+    """Line and column of the second ``"key":`` in the text (best effort)."""
+    hits = list(re.finditer(re.escape(json.dumps(key)) + r"\s*:", text))
+    if len(hits) < 2:
+        hits = list(re.finditer(re.escape(json.dumps(key, ensure_ascii=False)) + r"\s*:", text))
+    if len(hits) < 2:
+        return Location(source)
+    start = hits[1].start()
+    line = text.count("\n", 0, start) + 1
+    return Location(source, line, start - (text.rfind("\n", 0, start) + 1) + 1)
+
+
 def convert_file(path: str | Path) -> list[ConvertedRule]:
     """Read a compact JSON rule file and convert it."""
     p = Path(path)
@@ -162,13 +190,26 @@ def convert_file(path: str | Path) -> list[ConvertedRule]:
     try:
         if p.stat().st_size > MAX_JSON_BYTES:
             raise RuleLoadError(f"{source}: file larger than {MAX_JSON_BYTES} bytes")
-        text = p.read_text(encoding="utf-8")
+        text = p.read_text(encoding="utf-8-sig")  # a BOM, as Windows editors write, is fine
     except FileNotFoundError:
         raise RuleLoadError(f"no such file: {source}") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise RuleLoadError(f"cannot read {source}: {exc}") from None
     try:
-        data = json.loads(text)
+        data = json.loads(text, object_pairs_hook=_unique_keys)
+    except _DuplicateKey as dup:
+        loc = _key_location(text, dup.key, source)
+        raise RuleLoadError(
+            f"{source}: duplicate key {dup.key!r}",
+            (
+                codes.make(
+                    "duplicate-key",
+                    f"duplicate key {dup.key!r} (JSON keeps only the last one)",
+                    loc,
+                    hint="keep one of the two (rule names must be unique)",
+                ),
+            ),
+        ) from None
     except RecursionError:
         raise RuleLoadError(f"{source}: JSON nested too deeply") from None
     except json.JSONDecodeError as exc:

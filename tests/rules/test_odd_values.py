@@ -55,3 +55,21 @@ def test_from_op_on_the_first_op_reads_sensibly(tmp_path: Path):
     res = run_cli("verify", write(tmp_path, "self.yaml", text))
     assert res.exit_code == 1
     assert "0..-1" not in res.stdout and "op 0 is the first op" in res.stdout
+
+
+def test_convert_reads_a_bom_and_refuses_duplicate_rule_names(tmp_path: Path):
+    """A UTF-8 BOM (Windows editors) was 'not valid JSON'; a rule name given twice was
+    converted silently as the last one (json.loads keeps the last key)."""
+    bom = tmp_path / "bom.json"
+    bom.write_bytes(b'\xef\xbb\xbf{"r": {"pattern": ["Conv", "Relu"], "output_op": "X"}}')
+    res = run_cli("convert", bom)
+    assert res.exit_code == 0, res.output
+    assert "name: r" in res.stdout
+    dup = tmp_path / "dup.json"
+    dup.write_text(
+        '{\n  "r": {"pattern": ["Conv"], "output_op": "X"},\n'
+        '  "r": {"pattern": ["Relu"], "output_op": "Y"}\n}\n'
+    )
+    res = run_cli("convert", dup)
+    assert res.exit_code == 2
+    assert "dup.json:3:3: AF005 duplicate key 'r'" in res.stderr
