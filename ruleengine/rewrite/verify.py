@@ -58,6 +58,32 @@ def _index_bound(model: onnx.ModelProto, name: str) -> int | None:
     return bound
 
 
+# Integer inputs that size an output: random values up to 100 there make outputs of
+# gigabytes (Tile repeats [87, 96, 14, 56] on a [2, 3, 4, 5] tensor: 3 GB, a minute of
+# onnxruntime). (op, input port) -> the neutral value: repeat once, pad nothing.
+_SIZE_PORTS = {
+    ("Tile", 1): 1,
+    ("Expand", 1): 1,
+    ("Pad", 1): 0,
+    ("ConstantOfShape", 0): 1,
+    ("Upsample", 1): 1,
+}
+
+
+def _size_port_fill(model: onnx.ModelProto, name: str) -> int | None:
+    """The neutral value of an integer input every consumer reads as a size (else None)."""
+    fills = {
+        _SIZE_PORTS.get((n.op_type, port))
+        for n in model.graph.node
+        if n.domain in ("", "ai.onnx")
+        for port, t in enumerate(n.input)
+        if t == name
+    }
+    if len(fills) == 1:
+        return fills.pop()
+    return None
+
+
 def make_inputs(
     model: onnx.ModelProto, *, seed: int = 0, dims: Mapping[str, int] | None = None
 ) -> dict[str, object]:
@@ -118,6 +144,9 @@ def _random_value(
     if np_dtype == np.bool_ or "mask" in name.lower():
         return np.ones(shape, dtype=np_dtype)
     if np.issubdtype(np_dtype, np.integer):
+        fill = _size_port_fill(model, name)
+        if fill is not None:
+            return np.full(shape, fill, dtype=np_dtype)
         bound = min(DEFAULT_INT_BOUND, _index_bound(model, name) or DEFAULT_INT_BOUND)
         return rng.integers(0, max(bound, 1), size=shape).astype(np_dtype)
     return rng.standard_normal(shape).astype(np_dtype)

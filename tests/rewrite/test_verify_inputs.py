@@ -109,3 +109,25 @@ def test_string_inputs_get_strings():
     feeds = V.make_inputs(model)
     out = V.run_model(model, feeds)
     assert V.compare(out, out)[0].ok
+
+
+def test_integer_inputs_that_size_an_output_get_neutral_values():
+    """Random repeats up to 100 made onnx's test_tile verification build a 3 GB output
+    and run for over a minute; Pad pads likewise."""
+    graph = helper.make_graph(
+        [
+            helper.make_node("Tile", ["x", "repeats"], ["t"]),
+            helper.make_node("Pad", ["t", "pads"], ["y"]),
+        ],
+        "tile",
+        [
+            helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 4, 5]),
+            helper.make_tensor_value_info("repeats", TensorProto.INT64, [4]),
+            helper.make_tensor_value_info("pads", TensorProto.INT64, [8]),
+        ],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    feeds = V.make_inputs(model)
+    assert feeds["repeats"].tolist() == [1, 1, 1, 1] and feeds["pads"].tolist() == [0] * 8
+    assert V.run_model(model, feeds)["y"].shape == (2, 3, 4, 5)
