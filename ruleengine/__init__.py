@@ -94,7 +94,8 @@ class AutoFusion:
         seed: int = 0,
         time_limit_s: float = 30.0,
     ) -> None:
-        self.rules = tuple(rules)
+        # One path may be given as such: tuple('rules/') would be its characters.
+        self.rules = (rules,) if isinstance(rules, str | os.PathLike) else tuple(rules)
         self.preset = preset
         self.target = target
         self.solver = solver

@@ -127,6 +127,9 @@ def analyze(
         )
     if not 0.0 < time_limit_s < math.inf:  # NaN too
         raise UsageError(f"time limit {time_limit_s} s must be a positive number of seconds")
+    for name, size in (dims or {}).items():  # the CLI's parse_dims checks --dim; the API too
+        if isinstance(size, bool) or not isinstance(size, int) or not 1 <= size < 1 << 63:
+            raise UsageError(f"dims[{name!r}] = {size!r}: a dim size is a positive integer")
     if not rules and preset is None:
         preset = DEFAULT_PRESET
     timings: list[tuple[str, float]] = []

@@ -88,3 +88,16 @@ def test_serialized_bytes_are_a_model_and_other_objects_a_type_error(af):
     assert af.candidates(EXAMPLE.read_bytes())
     with pytest.raises(TypeError, match="onnx.ModelProto"):
         af.candidates(None)
+
+
+def test_one_rule_path_as_a_string(tmp_path):
+    """AutoFusion(rules='rules/') iterated the string: 'no rule files at: r, u, l, e, s'."""
+    assert AutoFusion(str(RULES)).candidates(EXAMPLE)
+    assert AutoFusion(RULES).candidates(EXAMPLE)
+
+
+@pytest.mark.parametrize("size", [-1, 0, "8", 1.5, True])
+def test_bad_dim_sizes_are_refused(size):
+    """dims={'batch': -1} or 'x' were accepted silently by the API (the CLI checks --dim)."""
+    with pytest.raises(ruleengine.errors.UsageError, match="positive integer"):
+        AutoFusion([RULES], dims={"batch": size}).candidates(EXAMPLE)
