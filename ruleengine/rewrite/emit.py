@@ -80,6 +80,11 @@ def write_atomically(
         dest = root / safe_relpath(rel, "output file")
         if dest.resolve() in protected:
             raise OutputError(f"refusing to overwrite the input model {dest}")
+        if dest.is_dir():  # found now, not at os.replace after other files were replaced
+            raise OutputError(
+                f"cannot write {dest}: a directory of that name is in the way; "
+                "remove it or choose another -o"
+            )
         targets.append((dest, data))
     created_dirs: list[Path] = []
     temps: list[tuple[Path, Path]] = []

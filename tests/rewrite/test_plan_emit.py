@@ -135,6 +135,18 @@ def test_write_atomically_all_or_nothing(tmp_path):
     assert sorted(p.name for p in blocker.iterdir()) == ["sub"]
 
 
+def test_write_atomically_directory_in_the_way_writes_nothing(tmp_path):
+    """A directory named like an output (out/report.txt/) failed at os.replace after the
+    fused model, plan.json and graph.dot had already been replaced: a half-written set."""
+    out = tmp_path / "out"
+    (out / "report.txt").mkdir(parents=True)
+    (out / "plan.json").write_bytes(b"old")
+    with pytest.raises(OutputError, match="directory of that name is in the way"):
+        write_atomically(out, {"plan.json": b"new", "report.txt": b"r"})
+    assert (out / "plan.json").read_bytes() == b"old"
+    assert sorted(p.name for p in out.iterdir()) == ["plan.json", "report.txt"]
+
+
 def test_write_atomically_never_overwrites_the_input(tmp_path):
     model = tmp_path / "m.onnx"
     model.write_bytes(b"original")
