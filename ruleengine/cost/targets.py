@@ -136,6 +136,10 @@ def _load_file(path: Path) -> Target:
         raise
     except (OSError, UnicodeDecodeError) as exc:
         raise _error(shown, f"cannot read: {exc}", "AF902", "target-invalid") from None
+    except RecursionError:  # a target is a flat mapping; thousands of levels are not one
+        raise _error(
+            shown, "YAML nested too deeply to be a target", "AF902", "target-invalid"
+        ) from None
     except _DuplicateKey as exc:
         loc = Location(shown, exc.mark.line + 1, exc.mark.column + 1)
         diag = Diagnostic(

@@ -112,3 +112,11 @@ def test_duplicate_key_is_refused_with_its_line(tmp_path: Path) -> None:
     with pytest.raises(UsageError, match="duplicate key 'name'") as err:
         load_target(str(p))
     assert err.value.diagnostics[0].location.line == 6
+
+
+def test_deeply_nested_target_yaml_is_a_usage_error(tmp_path: Path) -> None:
+    """900 nested mappings (well under the 1 MiB limit) were an internal RecursionError."""
+    p = tmp_path / "deep.yaml"
+    p.write_text("name: x\nub_bytes:\n" + "".join("  " * i + f"k{i}:\n" for i in range(1, 900)))
+    with pytest.raises(UsageError, match="nested too deeply"):
+        load_target(str(p))
