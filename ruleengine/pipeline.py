@@ -254,8 +254,24 @@ def fuse(
         try:
             reference = verification.run_model(path, feeds)
         except Exception as exc:  # noqa: BLE001 - the original model itself does not run
+            why = (
+                f"onnxruntime cannot run the original model {path.name} on {source} inputs: "
+                f"{verification._short(exc)}"
+            )
+            hint = (
+                "if the model needs particular input values (shapes, axes, indices), pass "
+                "them with --inputs FILE.npz; or fuse without --verify/--safe"
+                if inputs is None
+                else "check the arrays in the inputs file, or fuse without --verify/--safe"
+            )
             raise UsageError(
-                f"onnxruntime cannot run the original model {path.name}: {verification._short(exc)}"
+                f"onnxruntime cannot run the original model {path.name}, so nothing to "
+                "verify against",
+                (
+                    Diagnostic(
+                        "AF501", "unreadable-model", Severity.ERROR, why, Location(str(path)), hint
+                    ),
+                ),
             ) from None
         result_verification = verification.verify(reference, fused, feeds, source)
         runs = 1

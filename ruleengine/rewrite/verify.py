@@ -217,8 +217,9 @@ def run_model(model: onnx.ModelProto | str | Path, feeds: Mapping[str, np.ndarra
     """Run a model on CPU; returns output name -> array."""
     import onnxruntime as ort
 
+    ort.set_default_logger_severity(4)  # kernel errors are raised; no colour log on stderr
     options = ort.SessionOptions()
-    options.log_severity_level = 3
+    options.log_severity_level = 4
     source = model.SerializeToString() if isinstance(model, onnx.ModelProto) else str(model)
     session = ort.InferenceSession(source, options, providers=["CPUExecutionProvider"])
     names = [o.name for o in session.get_outputs()]
