@@ -80,6 +80,12 @@ def select_rules(
         raise UsageError(
             f"unknown rule name(s): {', '.join(unknown)}; known rules: {', '.join(sorted(known))}"
         )
+    both = sorted(set(enable) & set(disable))
+    if both:  # silently fusing nothing with them is never what was meant
+        raise UsageError(
+            f"rule(s) {', '.join(both)} both enabled and disabled (--enable or AUTOFUSION_RULES, "
+            "--disable or AUTOFUSION_DISABLE); name each rule in one of them only"
+        )
     keep = tuple(
         r
         for r in rule_set.rules

@@ -62,3 +62,18 @@ def test_original_model_failing_on_random_inputs_says_how_to_go_on(tmp_path):
     assert res.stderr.startswith("error: onnxruntime cannot run the original model g.onnx")
     assert "random (seed 0) inputs" in res.stderr and "--inputs FILE.npz" in res.stderr
     assert not out.exists()
+
+
+def test_rule_both_enabled_and_disabled_is_a_usage_error(tmp_path):
+    """--enable X with --disable X (or AUTOFUSION_DISABLE=X) fused nothing, silently."""
+    model = tmp_path / "m.onnx"
+    shutil.copy(EXAMPLE, model)
+    out = tmp_path / "out"
+    res = CliRunner().invoke(
+        app,
+        ["fuse", str(model), "-o", str(out), "--enable", "matmul_bias"],
+        env={"AUTOFUSION_DISABLE": "matmul_bias"},
+    )
+    assert res.exit_code == 2, res.output
+    assert "matmul_bias both enabled and disabled" in res.stderr
+    assert not out.exists()
