@@ -44,6 +44,8 @@ class FusedGroup:
     attributes: Any = None  # rewrite.attributes, JSON-ready (kept in metadata, not attrs)
     tensor_layout: str | None = None
     kernel_config: Any = None
+    # rewrite.inputs resolved on this group: which of its tensors feeds which fused port
+    port_map: tuple[dict[str, Any], ...] = ()
     node_name: str | None = None  # the fused node in the fused model (set after rewriting)
     overload: str = ""  # which overload of the function ``target_op`` the node calls
 

@@ -152,9 +152,38 @@ def build_groups(
                 attributes=to_json(rule.rewrite.attributes) or None,
                 tensor_layout=rule.rewrite.tensor_layout,
                 kernel_config=to_json(rule.rewrite.kernel_config) or None,
+                port_map=resolve_ports(graph, sc, rule),
             )
         )
     return tuple(groups)
+
+
+def resolve_ports(graph: Graph, sc: ScoredCandidate, rule: Rule) -> tuple[dict[str, Any], ...]:
+    """rewrite.inputs on this group's real tensors, for the kernel generator.
+
+    ``from_op``/``output_idx`` name an op of the pattern and one of its outputs; the op's
+    output node is the last of its bound nodes in topological order (a composite or a
+    repeat binds several).
+    """
+    ports = []
+    bindings = sc.candidate.bindings
+    for entry in rule.rewrite.inputs:
+        tensor = None
+        if 0 <= entry.from_op < len(bindings) and bindings[entry.from_op]:
+            last = max(bindings[entry.from_op], key=lambda n: graph.node(n).index)
+            outs = graph.node(last).outputs
+            if entry.output_idx < len(outs) and outs[entry.output_idx]:
+                tensor = outs[entry.output_idx]
+        port = {
+            "input_port": entry.input_port,
+            "from_op": entry.from_op,
+            "output_idx": entry.output_idx,
+            "tensor": tensor,
+        }
+        if entry.description:
+            port["description"] = entry.description
+        ports.append(port)
+    return tuple(sorted(ports, key=lambda p: p["input_port"]))
 
 
 def check_output_paths(rule_set: RuleSet) -> None:
@@ -285,6 +314,7 @@ def group_json(g: FusedGroup) -> dict[str, Any]:
         "attributes": g.attributes or {},
         "tensor_layout": g.tensor_layout,
         "kernel_config": g.kernel_config or {},
+        "port_map": [dict(p) for p in g.port_map],
         "kernel": {
             "kernel_name": g.kernel.kernel_name,
             "file_path": g.kernel.file_path,
