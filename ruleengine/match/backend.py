@@ -35,21 +35,7 @@ def run(
 
     Returns head -> answers (tuples of constants), in a sorted, deterministic order.
     """
-    with _LOCK, paused_gc():
-        Logic()  # a fresh, empty logic for this run
-        _assert_all(facts)
-        if program.strip():
-            pyDatalog.load(program)
-        out: dict[str, list[tuple]] = {}
-        for head, arity in queries:
-            t0 = time.perf_counter()
-            query = f"{head}(C, {', '.join(f'V{i}' for i in range(arity))})"
-            answer = pyDatalog.ask(query)
-            out[head] = sorted(answer.answers) if answer is not None else []
-            if timings is not None:
-                timings[head] = time.perf_counter() - t0
-        Logic()  # drop the facts: the memory goes back at once
-        return out
+    return run_staged(facts, (), program, queries, timings)
 
 
 def run_staged(
@@ -80,7 +66,7 @@ def run_staged(
                 rows = sorted(answer.answers) if answer is not None else []
                 derived.extend((table, row) for row in rows)
             _assert_all(derived)
-        if timings is not None:
+        if timings is not None and stages:
             timings["(shared cores and forms)"] = time.perf_counter() - t0
         if program.strip():
             pyDatalog.load(program)
