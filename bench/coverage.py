@@ -21,8 +21,8 @@ Fusable intermediate traffic (the definition the acceptance bars use):
   chosen group. Fraction = captured bytes / fusable bytes.
 
 Symbolic dims that the exporter left in ``value_info`` (TorchScript writes ``unk__N`` for
-shapes computed by constant subgraphs) are bound from one onnxruntime run on seeded
-inputs (``observed_dims``), the same as passing ``--dim unk__N=value`` by hand.
+shapes computed by constant subgraphs) are resolved by the graph loader itself
+(onnxruntime's symbolic shape inference), as for any user: nothing is bound by hand.
 
 Run: ``.venv/bin/python bench/coverage.py [--json] [--solver exact|greedy] [MODEL...]``.
 """
@@ -68,64 +68,6 @@ def family(path: Path) -> str:
 
 
 # ----------------------------------------------------------------------------- dims
-
-
-def _sample_inputs(model: onnx.ModelProto, seed: int = 0) -> dict[str, np.ndarray]:
-    rng = np.random.default_rng(seed)
-    inits = {i.name for i in model.graph.initializer}
-    feeds = {}
-    for vi in model.graph.input:
-        if vi.name in inits:
-            continue
-        tt = vi.type.tensor_type
-        shape = [d.dim_value if d.HasField("dim_value") else 1 for d in tt.shape.dim]
-        dtype = onnx.helper.tensor_dtype_to_np_dtype(tt.elem_type)
-        if np.issubdtype(dtype, np.integer):
-            if "mask" in vi.name:
-                feeds[vi.name] = np.ones(shape, dtype=dtype)
-            elif "type" in vi.name:
-                feeds[vi.name] = np.zeros(shape, dtype=dtype)
-            else:
-                feeds[vi.name] = rng.integers(0, 100, size=shape).astype(dtype)
-        elif dtype == np.bool_:
-            feeds[vi.name] = np.ones(shape, dtype=dtype)
-        else:
-            feeds[vi.name] = rng.standard_normal(shape).astype(dtype)
-    return feeds
-
-
-def observed_dims(path: Path) -> dict[str, int]:
-    """Values of the symbolic dims in ``value_info``, read from one onnxruntime run.
-
-    Only dims of intermediate tensors are bound (graph inputs keep their declared
-    shapes); a name seen with two different values is left unbound.
-    """
-    import onnxruntime as ort
-
-    model = onnx.load(str(path), load_external_data=False)
-    symbolic: dict[str, list[tuple[int, str]]] = collections.defaultdict(list)
-    for vi in list(model.graph.value_info) + list(model.graph.output):
-        for axis, d in enumerate(vi.type.tensor_type.shape.dim):
-            if d.HasField("dim_param") and d.dim_param:
-                symbolic[vi.name].append((axis, d.dim_param))
-    if not symbolic:
-        return {}
-    outputs = {o.name for o in model.graph.output}
-    for vi in model.graph.value_info:
-        if vi.name in symbolic and vi.name not in outputs:
-            model.graph.output.append(vi)
-    opts = ort.SessionOptions()
-    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    opts.log_severity_level = 3
-    sess = ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
-    names = [o.name for o in sess.get_outputs()]
-    values = sess.run(names, _sample_inputs(model))
-    seen: dict[str, set[int]] = collections.defaultdict(set)
-    for name, value in zip(names, values, strict=True):
-        for axis, param in symbolic.get(name, ()):
-            if axis < np.ndim(value):
-                seen[param].add(int(np.shape(value)[axis]))
-    return {p: next(iter(v)) for p, v in sorted(seen.items()) if len(v) == 1}
 
 
 # ----------------------------------------------------------------------------- metric
@@ -221,7 +163,6 @@ class Coverage:
     verdicts: dict[str, int]
     solver_status: str
     seconds: float
-    bound_dims: dict[str, int] = field(default_factory=dict)
     ort_nodes_after: int | None = None
     ort_fused_types: list[str] = field(default_factory=list)
 
@@ -241,9 +182,8 @@ def measure(
     from ruleengine.cost.traffic import group_io, traffic
     from ruleengine.pipeline import analyze
 
-    dims = observed_dims(path)
     t0 = time.perf_counter()
-    analysis = analyze(path, preset=preset, target=target, solver=solver, dims=dims)
+    analysis = analyze(path, preset=preset, target=target, solver=solver)
     seconds = time.perf_counter() - t0
     graph = analysis.graph
     chosen = analysis.resolution.chosen
@@ -275,7 +215,6 @@ def measure(
         ),
         solver_status=analysis.resolution.status,
         seconds=seconds,
-        bound_dims=dims,
     )
     return cov, analysis
 

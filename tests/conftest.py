@@ -1,8 +1,7 @@
-"""Suite-wide setup: CI must never pass by skipping the shared models and seed rules."""
+"""Suite-wide setup: the shared models and seed rules are required, never skipped."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
@@ -11,10 +10,11 @@ SHARED = Path(__file__).resolve().parents[1] / ".." / "shared"
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
-    """Tests that need ../shared skip without it on a developer's machine; in CI (CI set)
-    a missing ../shared is an error, so the end-to-end tests cannot be skipped silently."""
-    if os.environ.get("CI") and not (SHARED / "models").is_dir():
+    """The end-to-end tests run on ../shared (models and seed rules beside the checkout, as
+    in CI). Without it the suite stops with this message instead of skipping them."""
+    missing = [d for d in ("models", "seed-rules") if not (SHARED / d).is_dir()]
+    if missing:
         raise pytest.UsageError(
-            f"CI is set but {SHARED.resolve()} has no models/: the end-to-end tests need "
-            "../shared beside the checkout"
+            f"{SHARED.resolve()} lacks {', '.join(missing)}/: the tests need the project's "
+            "shared folder beside the checkout (../shared)"
         )

@@ -173,7 +173,6 @@ def test_missing_model_exits_2(tmp_path) -> None:
     assert "model file not found" in res.stderr
 
 
-@pytest.mark.skipif(not SHARED.is_dir(), reason="../shared not beside the checkout")
 def test_compare_on_a_shared_model_exact_is_optimal_and_not_below_greedy() -> None:
     model = SHARED / "models" / "resnet18-narrow.ts-keepbn.onnx"
     res = run("compare", str(model), "--preset", "cnn", "-f", "json")

@@ -18,7 +18,6 @@ MODELS = [
 ]
 
 
-@pytest.mark.skipif(not SHARED.is_dir(), reason="../shared not beside the checkout")
 @pytest.mark.parametrize("name, preset", MODELS)
 def test_cost_and_resolution_invariants(name: str, preset: str) -> None:
     analysis = analyze(SHARED / name, preset=preset, target="ascend910b")

@@ -7,8 +7,6 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-import pytest
-
 from ruleengine.cost import load_target, score_candidates
 from ruleengine.cost.scoring import compute_cost, score_one
 from ruleengine.cost.traffic import group_io, traffic
@@ -68,6 +66,5 @@ def test_fast_paths_on_a_decoder_stack() -> None:
     _check(_decoder(3))  # three identical layers: the memo is hit
 
 
-@pytest.mark.skipif(not SHARED.is_dir(), reason="../shared not beside the checkout")
 def test_fast_paths_on_a_shared_model() -> None:
     _check(load_graph(SHARED / "bert-tiny.ts14.onnx"))

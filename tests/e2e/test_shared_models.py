@@ -24,7 +24,6 @@ MODELS = sorted((SHARED / "models").glob("*.onnx"))
 REL_TOL = 1e-5
 
 
-@pytest.mark.skipif(not MODELS, reason="../shared/models not present")
 @pytest.mark.parametrize("path", MODELS, ids=[p.name for p in MODELS])
 def test_fused_model_is_valid_and_equal(path: Path):
     before = path.read_bytes()

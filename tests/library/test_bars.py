@@ -50,7 +50,6 @@ def _param(path: Path):
     return pytest.param(path, id=path.name)
 
 
-@pytest.mark.skipif(not SHARED, reason="../shared/models is not present")
 def test_models_present():
     assert TRANSFORMERS and CNNS
 

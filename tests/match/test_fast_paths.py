@@ -62,7 +62,6 @@ def test_fast_paths_on_a_decoder_stack(monkeypatch: pytest.MonkeyPatch) -> None:
     _same(_decoder(2), monkeypatch)
 
 
-@pytest.mark.skipif(not SHARED.is_dir(), reason="../shared not beside the checkout")
 @pytest.mark.parametrize("name", ["bert-tiny.ts14.onnx", "llama-tiny.ts.onnx"])
 def test_fast_paths_on_shared_models(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
     # decomposed LayerNorm / GELU (TorchScript opset 14) and RMSNorm forms

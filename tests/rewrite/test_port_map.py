@@ -6,7 +6,6 @@ from pathlib import Path
 
 import numpy as np
 import onnx
-import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from ruleengine.pipeline import fuse
@@ -14,7 +13,6 @@ from ruleengine.pipeline import fuse
 SEED = Path(__file__).resolve().parents[2] / ".." / "shared" / "seed-rules"
 
 
-@pytest.mark.skipif(not SEED.is_dir(), reason="../shared not beside the checkout")
 def test_seed_conv_add_silu_ports_name_the_conv_and_add_outputs(tmp_path):
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 16, 8, 8])
     r = helper.make_tensor_value_info("r", TensorProto.FLOAT, [1, 16, 8, 8])
