@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import difflib
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from ruleengine.diagnostics import codes
@@ -39,6 +39,17 @@ def _num(v: Any) -> Any:
         except ValueError:
             return v
     return v
+
+
+def _not_one_of(rule: Rule, op: OpPattern, param: str, value: Any, known: Iterable) -> Diagnostic:
+    """A never-matches finding: the value is none of the param's known values."""
+    allowed = ", ".join(map(_fmt, known))
+    return codes.make(
+        "never-matches",
+        f"{op.type}.{param}: {_fmt(value)} is not one of {allowed}",
+        _loc(rule, op, param),
+        hint=f"use one of {allowed}",
+    )
 
 
 def _loc(rule: Rule, op: OpPattern, param: str | None = None) -> Location | None:
@@ -240,15 +251,7 @@ def check_never_matches(rule: Rule) -> list[Diagnostic]:
                     continue
                 elif mapping.kind == ParamKind.VARIANT:
                     if not any(values_equal(value, k) for k in mapping.variants):
-                        allowed = ", ".join(map(_fmt, mapping.variants))
-                        out.append(
-                            codes.make(
-                                "never-matches",
-                                f"{op.type}.{param}: {_fmt(value)} is not one of {allowed}",
-                                _loc(rule, op, param),
-                                hint=f"use one of {allowed}",
-                            )
-                        )
+                        out.append(_not_one_of(rule, op, param, value, mapping.variants))
                     continue
                 elif mapping.kind == ParamKind.ATTR:
                     onnx_key = mapping.onnx_attr or param
@@ -256,15 +259,7 @@ def check_never_matches(rule: Rule) -> list[Diagnostic]:
                     if mapping.value_map:
                         hits = [v for k, v in mapping.value_map.items() if values_equal(value, k)]
                         if not hits:
-                            allowed = ", ".join(map(_fmt, mapping.value_map))
-                            out.append(
-                                codes.make(
-                                    "never-matches",
-                                    f"{op.type}.{param}: {_fmt(value)} is not one of {allowed}",
-                                    _loc(rule, op, param),
-                                    hint=f"use one of {allowed}",
-                                )
-                            )
+                            out.append(_not_one_of(rule, op, param, value, mapping.value_map))
                             continue
                         onnx_value = hits[0]
                 elif mapping.kind == ParamKind.INPUT_CONST:
