@@ -8,17 +8,9 @@ fraction of *fusable intermediate traffic* that the chosen groups capture; and, 
 it, what onnxruntime's ORT_ENABLE_EXTENDED optimizer does on CPU (node count after, the
 fused op types it introduced).
 
-Fusable intermediate traffic (the definition the acceptance bars use):
-- an *edge* is a (producer node, consumer node, tensor) triple where the tensor is
-  computed at run time (it depends on a graph input; weights and everything folded from
-  constants are not intermediates). View ops (Reshape, Squeeze, Unsqueeze, Flatten,
-  Identity) move no data, so an edge is traced through them to the node that really
-  produced the storage, and edges into view ops are not counted on their own;
-- an edge is *fusable* unless both ends are cube ops (MatMul, Gemm, Conv, ...) or either
-  end is opaque (control flow and the other ``@opaque`` ops, Shape-like ops whose output
-  is metadata, ops of unknown domains);
-- its bytes are the tensor's size; it is *captured* when both ends are in the same
-  chosen group. Fraction = captured bytes / fusable bytes.
+Fusable intermediate traffic, coverage and the traffic ceilings are defined once, in
+``ruleengine/coverage.py`` (its docstring gives the definitions the acceptance bars use);
+``autofusion suggest`` measures with the same module.
 
 Symbolic dims that the exporter left in ``value_info`` (TorchScript writes ``unk__N`` for
 shapes computed by constant subgraphs) are resolved by the graph loader itself
@@ -46,9 +38,6 @@ SHARED_MODELS = ROOT / ".." / "shared" / "models"
 TRANSFORMER_FAMILIES = ("bert", "gpt2", "llama")  # llama7b-shaped-* too
 CNN_FAMILIES = ("resnet",)
 
-# Ops whose output is metadata about a tensor (or a constant), never streamed data.
-SHAPE_LIKE = frozenset({"Shape", "Size", "ConstantOfShape", "Constant", "Range", "EyeLike"})
-
 
 def light_models() -> list[Path]:
     """The light CNN models that ship inside the onnx wheel."""
@@ -67,84 +56,7 @@ def family(path: Path) -> str:
     return "cnn"
 
 
-# ----------------------------------------------------------------------------- dims
-
-
 # ----------------------------------------------------------------------------- metric
-
-
-@dataclass(frozen=True)
-class Edge:
-    producer: str
-    consumer: str
-    tensor: str
-    nbytes: int
-
-
-def _runtime_tensors(graph) -> set[str]:
-    """Tensors that depend on a graph input (everything else folds to a constant)."""
-    live = {t for t in graph.inputs if not graph.tensor(t).is_initializer}
-    for node in graph.nodes:  # topological order
-        if any(t in live for t in node.inputs if t):
-            live.update(t for t in node.outputs if t)
-    return live
-
-
-def fusable_edges(graph) -> tuple[list[Edge], int]:
-    """Fusable producer->consumer edges (see the module docstring) and the count of
-    edges skipped because their size is unknown."""
-    from ruleengine.ops.classes import op_classes
-
-    classes = op_classes()
-    cube = classes.get("@cube", frozenset())
-    opaque = classes.get("@opaque", frozenset()) | SHAPE_LIKE
-    view = classes.get("@view", frozenset())
-    live = _runtime_tensors(graph)
-    nodes = {n.name: n for n in graph.nodes}
-
-    def kind(node) -> str:
-        if node.opaque or node.domain not in ("", "ai.onnx") or node.op_type in opaque:
-            return "opaque"
-        if node.op_type in cube:
-            return "cube"
-        if node.op_type in view:
-            return "view"
-        return "vector"
-
-    def root_producer(tensor: str) -> str | None:
-        """The non-view node whose output storage ``tensor`` is (through views)."""
-        seen = 0
-        while True:
-            producer = graph.tensor(tensor).producer
-            if producer is None:
-                return None
-            node = nodes[producer]
-            if kind(node) != "view" or not node.inputs or not node.inputs[0] or seen > 64:
-                return producer
-            tensor = node.inputs[0]
-            seen += 1
-
-    edges: list[Edge] = []
-    unknown = 0
-    for node in graph.nodes:
-        ck = kind(node)
-        if ck == "view":
-            continue
-        for t in dict.fromkeys(x for x in node.inputs if x):
-            if t not in live:
-                continue
-            p = root_producer(t)
-            if p is None:
-                continue
-            pk = kind(nodes[p])
-            if "opaque" in (pk, ck) or (pk == ck == "cube"):
-                continue
-            size = graph.tensor(t).nbytes
-            if size is None:
-                unknown += 1
-                continue
-            edges.append(Edge(p, node.name, t, size))
-    return edges, unknown
 
 
 @dataclass
@@ -158,6 +70,8 @@ class Coverage:
     fusable_bytes: int
     captured_bytes: int
     unknown_edges: int
+    ceiling_fuse_everything: float
+    ceiling_epilogue_only: float
     groups: dict[str, int]
     candidates: int
     verdicts: dict[str, int]
@@ -179,7 +93,7 @@ def measure(
     path: Path, *, preset: str = "all", target: str = "ascend910b", solver: str = "exact"
 ) -> tuple[Coverage, object]:
     """Analyse one model with the bundled library; return its coverage and the Analysis."""
-    from ruleengine.cost.traffic import group_io, traffic
+    from ruleengine import coverage
     from ruleengine.pipeline import analyze
 
     t0 = time.perf_counter()
@@ -187,15 +101,10 @@ def measure(
     seconds = time.perf_counter() - t0
     graph = analysis.graph
     chosen = analysis.resolution.chosen
-    group_of = {n: i for i, sc in enumerate(chosen) for n in sc.candidate.nodes}
-    edges, unknown = fusable_edges(graph)
-    fusable = sum(e.nbytes for e in edges)
-    captured = sum(
-        e.nbytes
-        for e in edges
-        if e.producer in group_of and group_of.get(e.consumer) == group_of[e.producer]
-    )
-    before = traffic(graph, group_io(graph, (n.name for n in graph.nodes))).bytes_before
+    edges = coverage.fusable_edges(graph)
+    figures = coverage.measure(graph, (sc.candidate.nodes for sc in chosen), edges)
+    ceilings = coverage.ceilings(graph, edges)
+    before = ceilings.hbm_before
     saved = sum(sc.cost.bytes_saved for sc in chosen if sc.cost is not None)
     fused_nodes = sum(len(sc.candidate.node_set) for sc in chosen)
     cov = Coverage(
@@ -205,9 +114,11 @@ def measure(
         nodes_after=len(graph.nodes) - fused_nodes + len(chosen),
         hbm_before=before,
         hbm_after=before - saved,
-        fusable_bytes=fusable,
-        captured_bytes=captured,
-        unknown_edges=unknown,
+        fusable_bytes=figures.fusable_bytes,
+        captured_bytes=figures.captured_bytes,
+        unknown_edges=figures.unknown_edges,
+        ceiling_fuse_everything=ceilings.fuse_everything,
+        ceiling_epilogue_only=ceilings.epilogue_only,
         groups=dict(sorted(collections.Counter(sc.candidate.rule for sc in chosen).items())),
         candidates=len(analysis.scored),
         verdicts=dict(
@@ -358,7 +269,7 @@ def _kb(n: int) -> str:
 def render(rows: list[Coverage]) -> str:
     head = (
         f"{'model':34} {'nodes':>11} {'ORT':>4} {'HBM before->after':>20} {'less':>6} "
-        f"{'fusable':>8} {'captured':>8}  groups per rule / ORT fused op types"
+        f"{'ceiling':>7} {'fusable':>8} {'captured':>8}  groups per rule / ORT fused op types"
     )
     lines = [head, "-" * len(head)]
     for r in rows:
@@ -367,6 +278,7 @@ def render(rows: list[Coverage]) -> str:
             f"{r.model:34} {r.nodes_before:>5}->{r.nodes_after:<5} "
             f"{r.ort_nodes_after if r.ort_nodes_after is not None else '-':>4} "
             f"{_kb(r.hbm_before):>9}->{_kb(r.hbm_after):<9} {r.hbm_reduction:>6.1%} "
+            f"{r.ceiling_fuse_everything:>7.1%} "
             f"{_kb(r.fusable_bytes):>8} {r.captured:>8.1%}  {groups}"
         )
         if r.ort_fused_types:

@@ -1,9 +1,11 @@
-"""The fusable-traffic metric of bench/coverage.py on hand-computed graphs."""
+"""The fusable-traffic metric (ruleengine/coverage.py, read by bench/coverage.py and
+suggest) on hand-computed graphs."""
 
 from __future__ import annotations
 
 import onnx
 
+from ruleengine import coverage
 from ruleengine.graph import load_graph
 
 from .fixturelib import MODELS, build_model
@@ -36,9 +38,9 @@ def _graph(tmp_path, text=GRAPH):
 
 
 def test_fusable_edges(tmp_path):
-    edges, unknown = bench.fusable_edges(_graph(tmp_path))
-    assert unknown == 0
-    found = {(e.producer, e.consumer): e.nbytes for e in edges}
+    edges = coverage.fusable_edges(_graph(tmp_path))
+    assert edges.unknown == 0
+    found = {(e.producer, e.consumer): e.nbytes for e in edges.edges}
     hidden = 16 * 64 * 4
     assert found == {
         ("mm1", "bias"): hidden,  # cube -> vector: fusable
@@ -64,3 +66,52 @@ def test_torchscript_unknown_dims_are_resolved_without_binding():
     assert graph.unbound_dims == ()
     scores = [t for t in graph.tensors.values() if t.shape and len(t.shape) == 4]
     assert scores and all(t.is_static for t in scores)
+
+
+COMPILE_TIME = """
+<ir_version: 8, opset_import: ["" : 17]>
+g (float[2,8] x, float[8] W_b) => (float[2,8] y)
+{
+  [shp] s = Shape (x)
+  [cast] sf = Cast <to = 1> (s)
+  [wb] b2 = Mul (W_b, W_b)
+  [add] a = Add (x, b2)
+  [exp] e = Exp (a)
+  [mul] y = Mul (e, a)
+}
+"""
+
+
+def test_compile_time_nodes_are_not_edges(tmp_path):
+    """Shape of a static input and arithmetic on it fold at compile time: no edges, and
+    the nodes are compile-time (so is a Mul of two weights)."""
+    graph = _graph(tmp_path, COMPILE_TIME)
+    assert coverage.compile_time_nodes(graph) == {"shp", "cast", "wb"}
+    edges = coverage.fusable_edges(graph)
+    assert {(e.producer, e.consumer) for e in edges.edges} == {
+        ("add", "exp"),
+        ("add", "mul"),
+        ("exp", "mul"),
+    }
+    assert edges.fusable_bytes == 3 * 2 * 8 * 4
+
+
+def test_coverage_and_ceilings(tmp_path):
+    graph = _graph(tmp_path, COMPILE_TIME)
+    edges = coverage.fusable_edges(graph)
+    half = coverage.measure(graph, [{"add", "exp"}], edges)
+    assert (half.captured_bytes, half.fusable_bytes) == (64, 192)
+    assert coverage.measure(graph, [{"add", "exp", "mul"}], edges).coverage == 1.0
+    ceil = coverage.ceilings(graph, edges)
+    # unfused: add reads x, b2 and writes a; exp reads a, writes e; mul reads e, a, writes y
+    # (64 B each, b2 32 B) = 32 + 7 * 64; all three fused: read x, b2, write y (160 B);
+    # the compile-time Shape, Cast and weight Mul move nothing.
+    assert ceil.hbm_before == 32 + 7 * 64
+    assert ceil.fuse_everything == (480 - 160) / 480
+    assert ceil.epilogue_only == ceil.fuse_everything  # no cube op
+
+
+def test_epilogue_only_ceiling_leaves_edges_into_cube_ops(tmp_path):
+    graph = _graph(tmp_path)
+    ceil = coverage.ceilings(graph)
+    assert 0 < ceil.epilogue_only < ceil.fuse_everything
