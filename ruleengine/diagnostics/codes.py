@@ -6,8 +6,8 @@ the tests, so a code without an example cannot be added). Codes are never renumb
 reused; retired codes stay here marked as such.
 
 Families: AF0xx reading files (YAML), AF1xx schema, AF2xx rule semantics (``verify``),
-AF3xx rule-set and lint findings (``check``), AF5xx reading the ONNX model, AF9xx
-hardware targets.
+AF3xx rule-set and lint findings (``check``), AF5xx reading the ONNX model, AF6xx
+rule tests (``test``), AF9xx hardware targets.
 """
 
 from __future__ import annotations
@@ -448,6 +448,53 @@ _CODES: tuple[CodeInfo, ...] = (
         "an empty ModelProto",
         command="match",
     ),
+    # ------------------------------------------------------------------ AF6xx rule tests
+    CodeInfo(
+        "AF601",
+        "rule-test-directive",
+        _E,
+        "A rule test's directive line is malformed or misspelt.",
+        "Rule tests (`<rule>.tests/*.onnxtxt`) state their expectations in comment lines: "
+        "`# match: n1,n2`, `# no-match`, `# todo-match: n1,n2`, `# todo-no-match`, "
+        "`# near-miss: code`, `# rule: name`. A near-spelling such as `# expect:`, a flag "
+        "with a value, an empty list or a `# rule:` naming no rule of the file is an error, "
+        "so a typo never turns an expectation into a silent comment.",
+        "",
+        "a test file with the line `# expect: conv,relu` (autofusion test rules/)",
+        command="test",
+    ),
+    CodeInfo(
+        "AF602",
+        "rule-test-no-expectation",
+        _E,
+        "A rule test states no expectation.",
+        "A test graph with no `# match:`, `# no-match`, `# todo-match:` or `# todo-no-match` "
+        "line tests nothing. `autofusion test --update` writes what matches now.",
+        "",
+        "a <rule>.tests/*.onnxtxt file with no directive line",
+        command="test",
+    ),
+    CodeInfo(
+        "AF603",
+        "rule-test-syntax",
+        _E,
+        "A rule test is not a model in the ONNX text format (or not a valid model).",
+        "The ONNX text parser stopped at the given line and column, or the parsed model is "
+        "malformed (a dangling input, a cycle). The test cannot run.",
+        "",
+        "a test file whose node line lacks its closing parenthesis",
+        command="test",
+    ),
+    CodeInfo(
+        "AF604",
+        "rule-test-orphan",
+        _E,
+        "A `<rule>.tests` folder has no rule file `<rule>.yaml` beside it.",
+        "Usually a renamed or deleted rule whose tests stayed behind; they would never run.",
+        "",
+        "a folder old_name.tests/ with no old_name.yaml beside it",
+        command="test",
+    ),
     # ------------------------------------------------------------- AF9xx hardware targets
     CodeInfo(
         "AF901",
@@ -518,8 +565,9 @@ def render_markdown() -> str:
         "one entry. Codes are never renumbered or reused.",
         "",
         "Families: AF0xx reading files, AF1xx schema, AF2xx rule semantics (`verify`), "
-        "AF3xx rule-set and lint findings (`check`), AF5xx reading the ONNX model, AF9xx "
-        "hardware targets. Rule errors fail (exit 1); warnings fail only with `--strict`. "
+        "AF3xx rule-set and lint findings (`check`), AF5xx reading the ONNX model, AF6xx "
+        "rule tests (`test`), AF9xx hardware targets. Rule errors fail (exit 1); warnings "
+        "fail only with `--strict`. "
         "AF001, AF5xx and AF9xx errors mean the command could not run (exit 2).",
         "",
         "| code | name | severity | command | summary |",

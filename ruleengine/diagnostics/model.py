@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from enum import StrEnum
+from pathlib import Path
 
 
 class Severity(StrEnum):
@@ -44,3 +46,21 @@ class Diagnostic:
     def sort_key(self) -> tuple:
         loc = self.location or Location("")
         return (loc.file, loc.line or 0, loc.column or 0, self.code, self.message)
+
+
+def display_path(path: str | os.PathLike[str]) -> str:
+    """A path as findings show it: relative to the working directory when it lies under it
+    (what CI annotations and SARIF need), absolute otherwise, always with ``/``."""
+    text = os.fspath(path)
+    if text in ("-", "<stdin>") or text.startswith("<"):
+        return text
+    absolute = os.path.abspath(text)
+    try:
+        rel = os.path.relpath(absolute, os.getcwd())
+    except ValueError:  # another drive on Windows
+        return Path(absolute).as_posix()
+    if rel == os.curdir:
+        return "."
+    if rel.startswith(os.pardir):
+        return Path(absolute).as_posix()
+    return Path(rel).as_posix()

@@ -7,8 +7,9 @@ import onnx
 
 from ruleengine import coverage
 from ruleengine.graph import load_graph
+from ruleengine.ruletest.spec import build_model
 
-from .fixturelib import MODELS, build_model
+from .fixturelib import MODELS
 from .test_bars import bench
 
 GRAPH = """

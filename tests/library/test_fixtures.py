@@ -1,63 +1,50 @@
-"""Every bundled rule against its own positive and negative fixture graphs.
+"""The bundled library's rule tests, run the way a user runs them: ``autofusion test rules/``.
 
-Fixtures are discovered from ``fixtures/<rule>/``; a new rule without fixtures fails
-``test_every_rule_has_fixtures``. Positives must give exactly the expected node sets,
-negatives none at all.
+The tests live beside the rules (``rules/<preset>/<rule>.tests/*.onnxtxt``); every bundled
+rule needs at least one graph it must match and one it must not.
 """
 
 from __future__ import annotations
 
-import pytest
+import json
+from pathlib import Path
 
-from ruleengine.graph import load_graph
-from ruleengine.match import find_candidates
-from ruleengine.rules import load_rule_set
+from tests.rules.helpers import run_cli
 
-from .fixturelib import (
-    FIXTURES,
-    RULES,
-    discover,
-    matcher_supports_multiple_roots,
-    rule_file,
-    save_fixture_model,
-)
-
-FIXTURE_LIST = discover()
+from .fixturelib import RULES, matcher_supports_multiple_roots
 
 
-@pytest.mark.parametrize("fixture", FIXTURE_LIST, ids=[f.id for f in FIXTURE_LIST])
-def test_fixture(fixture, tmp_path):
-    rule_set = load_rule_set([rule_file(fixture.rule)])
-    assert [r.name for r in rule_set.rules] == [fixture.rule]
-    graph = load_graph(save_fixture_model(fixture, tmp_path))
-    result = find_candidates(graph, rule_set)
-    found = {c.node_set for c in result.candidates if c.rule == fixture.rule}
-    if fixture.positive:
-        assert fixture.expected, f"{fixture.path} has no '# expect:' line"
-        assert found == set(fixture.expected), (
-            f"{fixture.id}: expected {sorted(map(sorted, fixture.expected))}, "
-            f"got {sorted(map(sorted, found))}"
-        )
-    else:
-        assert not fixture.expected, f"{fixture.path}: a negative fixture expects nothing"
-        assert not found, f"{fixture.id}: unexpected candidates {sorted(map(sorted, found))}"
-        codes = {nm.code for nm in result.near_misses if nm.candidate.rule == fixture.rule}
-        assert fixture.near_misses <= codes, (
-            f"{fixture.id}: near-miss codes {sorted(codes)} lack {sorted(fixture.near_misses)}"
-        )
+def _run_bundled() -> dict:
+    res = run_cli("test", RULES, "--format", "json")
+    doc = json.loads(res.stdout)
+    failures = [
+        m
+        for f in doc["rule_files"]
+        for m in [d["message"] for d in f["diagnostics"]]
+        + [m for t in f["tests"] if t["status"] != "pass" for m in t["messages"]]
+    ]
+    assert res.exit_code == 0, "\n".join(failures) or res.stderr
+    return doc
+
+
+def test_autofusion_test_passes_on_the_bundled_rules():
+    doc = _run_bundled()
+    assert doc["summary"]["tests"] >= 2 * doc["summary"]["rule_files"]
+    assert doc["summary"]["failed"] == doc["summary"]["errors"] == 0
+
+
+def test_every_bundled_rule_has_a_match_and_a_no_match_test():
+    doc = _run_bundled()
+    files = {p.relative_to(RULES).as_posix() for p in RULES.glob("*/*.yaml")}
+    kinds: dict[str, set[bool]] = {}
+    for f in doc["rule_files"]:
+        name = Path(f["rule_file"]).resolve().relative_to(RULES.resolve()).as_posix()
+        kinds[name] = {bool(t["expected"]) for t in f["tests"] if t["status"] == "pass"}
+    missing = sorted(f for f in files if kinds.get(f) != {True, False})
+    assert not missing, f"rules without both a match and a no-match test: {missing}"
+    assert not doc["untested"]
 
 
 def test_matcher_starts_a_root_at_kind_only_input_sources():
     """The contract the multi-root rules rely on (attention paths, SwiGLU's up projection)."""
     assert matcher_supports_multiple_roots()
-
-
-def test_every_rule_has_fixtures():
-    rules = {p.stem for p in RULES.glob("*/*.yaml")}
-    kinds: dict[str, set[bool]] = {}
-    for f in FIXTURE_LIST:
-        kinds.setdefault(f.rule, set()).add(f.positive)
-    missing = sorted(r for r in rules if kinds.get(r) != {True, False})
-    assert not missing, f"rules without both a positive and a negative fixture: {missing}"
-    stray = sorted(set(kinds) - rules)
-    assert not stray, f"fixture folders naming no bundled rule: {stray} (in {FIXTURES})"
