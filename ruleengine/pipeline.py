@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ruleengine.cost.model import ScoredCandidate, Target
+from ruleengine.diagnostics import codes
 from ruleengine.diagnostics.model import Diagnostic, Location, Severity
 from ruleengine.errors import GraphLoadError, UsageError
 from ruleengine.graph.model import Graph
@@ -228,15 +229,28 @@ def fuse(
     timings = list(analysis.timings)
     clock = time.perf_counter()
     graph = analysis.graph
-    try:  # the rewriter needs the weights (analysis never did)
+    from ruleengine.graph.loader import read_model
+
+    proto = read_model(path)  # the rewriter needs the weights (analysis never did)
+    external = _uses_external_data(proto)
+    try:
         from onnx.external_data_helper import load_external_data_for_model
 
-        proto = onnx.load(str(path), load_external_data=False)
-        external = _uses_external_data(proto)
         if external:
             load_external_data_for_model(proto, str(path.parent))
-    except Exception as exc:  # noqa: BLE001 - the graph loader already accepted this file
-        raise GraphLoadError(f"cannot read {path} with its weights: {exc}") from None
+    except Exception as exc:  # noqa: BLE001 - missing, short or escaping weight files
+        why = f"cannot read the external weights of {path.name}: {type(exc).__name__}: {exc}"
+        raise GraphLoadError(
+            why,
+            (
+                codes.make(
+                    "external-data-unreadable",
+                    why,
+                    Location(str(path)),
+                    hint="keep every weight file the model names beside it, as exported",
+                ),
+            ),
+        ) from None
     groups = build_groups(graph, analysis.resolution.chosen, analysis.rule_set)
     _note(progress, f"rewriting {len(groups)} groups")
 

@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import contextlib
 import gc
-from collections.abc import Iterator
+import signal
+import threading
+from collections.abc import Callable, Iterator
+from typing import TypeVar
+
+T = TypeVar("T")
 
 
 @contextlib.contextmanager
@@ -23,3 +28,66 @@ def paused_gc() -> Iterator[None]:
     finally:
         if enabled:
             gc.enable()
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised like Ctrl-C so the same clean-up runs (the CLI exits 143)."""
+
+
+def _raise_terminated(signum: int, frame: object) -> None:
+    raise Terminated
+
+
+def install_signal_handlers() -> None:
+    """Ctrl-C raises KeyboardInterrupt and SIGTERM raises Terminated: both unwind the
+    stack, so temporaries and staging folders are removed before the process exits."""
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        signal.signal(signal.SIGTERM, _raise_terminated)
+
+
+@contextlib.contextmanager
+def kept_signal_handlers() -> Iterator[None]:
+    """Re-install our SIGINT/SIGTERM handlers after a library call that replaces them.
+
+    A native library may install its own C handler and, when done, reset the signal to
+    SIG_DFL (OR-Tools does, for SIGINT): Python still reports its handler, but the next
+    Ctrl-C would kill the process with no clean-up. ``signal.signal`` with the saved
+    handler puts the C-level disposition back.
+    """
+    main = threading.current_thread() is threading.main_thread()
+    saved = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)} if main else {}
+    try:
+        yield
+    finally:
+        for sig, handler in saved.items():
+            if handler is not None:
+                signal.signal(sig, handler)
+
+
+def run_interruptibly(work: Callable[[], T], stop: Callable[[], None]) -> T:
+    """Run a long native call in a worker thread, so Ctrl-C/SIGTERM reach the main thread
+    at once (a native call holds off Python's handlers until it returns); on one, ``stop``
+    asks the call to end, the worker is joined and the interrupt propagates."""
+    result: list[T] = []
+    failure: list[BaseException] = []
+
+    def target() -> None:
+        try:
+            result.append(work())
+        except BaseException as exc:  # noqa: BLE001 - handed to the main thread
+            failure.append(exc)
+
+    worker = threading.Thread(target=target, name="autofusion-native", daemon=True)
+    with kept_signal_handlers():
+        worker.start()
+        try:
+            while worker.is_alive():
+                worker.join(0.1)
+        except BaseException:
+            stop()
+            worker.join()
+            raise
+    if failure:
+        raise failure[0]
+    return result[0]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -18,3 +20,17 @@ def pytest_sessionstart(session: pytest.Session) -> None:
             f"{SHARED.resolve()} lacks {', '.join(missing)}/: the tests need the project's "
             "shared folder beside the checkout (../shared)"
         )
+
+
+@pytest.fixture
+def corrupt_rules(monkeypatch: pytest.MonkeyPatch) -> Callable[..., None]:
+    """Make in-process CLI runs corrupt the named rules' groups (the test-only hook of
+    ``pipeline.fuse``; the installed CLI cannot reach it). Call it with rule names."""
+    import ruleengine.pipeline as pipeline
+
+    real = pipeline.fuse
+
+    def bind(*names: str) -> None:
+        monkeypatch.setattr(pipeline, "fuse", functools.partial(real, corrupt_rules=list(names)))
+
+    return bind

@@ -14,4 +14,7 @@ for _module in COMMAND_MODULES:
 
 
 def main() -> None:
+    from ruleengine.runtime import install_signal_handlers
+
+    install_signal_handlers()
     app()

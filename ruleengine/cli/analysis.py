@@ -247,10 +247,10 @@ def compare_text(exact: Resolution, greedy: Resolution, model: str, target: str)
 
 
 def _run_analysis(model, rules, preset, target, solver, dim, benefit_threshold, time_limit):
+    from ruleengine.paths import check_input_file
     from ruleengine.pipeline import analyze
 
-    if not model.is_file():
-        raise UsageError(f"model file not found: {model}")
+    check_input_file(model, "model")
     analysis = analyze(
         model,
         rules,

@@ -11,10 +11,13 @@ from typing import TypeVar
 import typer
 
 from ruleengine.errors import AutofusionError, UsageError
+from ruleengine.runtime import Terminated
 
 EXIT_OK = 0
 EXIT_FINDINGS = 1
 EXIT_ERROR = 2
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, what shells report for Ctrl-C
+EXIT_TERMINATED = 143  # 128 + SIGTERM
 
 MAX_DIM = (1 << 63) - 1  # ONNX dims are int64
 
@@ -63,13 +66,19 @@ def parse_dims(values: list[str]) -> dict[str, int]:
         name, value = name.strip(), value.strip()
         size = int(value) if value.isascii() and value.isdigit() else -1
         if not sep or not name or size < 1 or size > MAX_DIM:
-            raise UsageError(f"bad --dim {item!r}: expected name=positive integer, e.g. batch=1")
-        if dims.get(name, size) != size:
-            raise UsageError(
-                f"--dim {name} given twice with different sizes ({dims[name]}, {size})"
+            raise _bad_dim(
+                f"bad --dim {item!r}: expected name=positive integer (at most 2^63-1), e.g. batch=1"
             )
+        if dims.get(name, size) != size:
+            raise _bad_dim(f"--dim {name} given twice with different sizes ({dims[name]}, {size})")
         dims[name] = size
     return dims
+
+
+def _bad_dim(message: str) -> UsageError:
+    from ruleengine.diagnostics.codes import make
+
+    return UsageError(message, (make("bad-dim-flag", message, hint="write --dim name=value"),))
 
 
 def fail(message: str, hint: str | None = None) -> typer.Exit:
@@ -97,9 +106,10 @@ def guarded(action: Callable[[], T]) -> T:
             if diag.hint:
                 typer.echo(f"    hint: {diag.hint}", err=True)
         raise typer.Exit(exc.exit_code) from None
-    except KeyboardInterrupt:
-        typer.echo("interrupted", err=True)
-        raise typer.Exit(130) from None
+    except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM (Terminated): clean-up has run
+        terminated = isinstance(exc, Terminated)
+        typer.echo("terminated" if terminated else "interrupted", err=True)
+        raise typer.Exit(EXIT_TERMINATED if terminated else EXIT_INTERRUPTED) from None
     except Exception as exc:  # noqa: BLE001 - the last line of defence against tracebacks
         if os.environ.get("AUTOFUSION_DEBUG"):
             raise

@@ -27,13 +27,9 @@ from ruleengine.cli.common import (
     parse_dims,
     warn_inputs,
 )
-from ruleengine.errors import UsageError
 
 ENV_ENABLE = "AUTOFUSION_RULES"
 ENV_DISABLE = "AUTOFUSION_DISABLE"
-# Test-only hook (docs/fuse.md): comma-separated rule names whose fused function bodies
-# are deliberately corrupted, so tests can prove that --safe finds and drops them.
-ENV_CORRUPT = "AUTOFUSION_TEST_CORRUPT_RULES"
 TERMINAL_REJECTED_ROWS = 25  # report.txt lists every candidate not fused
 
 
@@ -102,15 +98,15 @@ def fuse_command(
     """Fuse MODEL: write the fused ONNX model, plan.json, report and DOT graph to OUTDIR."""
 
     def run() -> int:
+        from ruleengine.paths import check_input_file
         from ruleengine.pipeline import fuse, write_outputs
         from ruleengine.rewrite.report import report_json, report_text
+        from ruleengine.rewrite.writer import check_output_dir
 
-        if not model.is_file():
-            raise UsageError(f"model file not found: {model}")
-        if inputs is not None and not inputs.is_file():
-            raise UsageError(f"inputs file not found: {inputs}")
-        if outdir.exists() and not outdir.is_dir():
-            raise UsageError(f"output path {outdir} exists and is not a directory")
+        check_input_file(model, "model")
+        if inputs is not None:
+            check_input_file(inputs, "inputs")
+        check_output_dir(outdir)  # before the work, not after it
         result = fuse(
             model,
             rules,
@@ -127,7 +123,6 @@ def fuse_command(
             seed=seed,
             time_limit_s=time_limit,
             progress=_progress_printer(),
-            corrupt_rules=_env_names(ENV_CORRUPT),
         )
         warn_inputs(result.analysis.graph, result.analysis.rule_set)
         write_outputs(result, outdir)

@@ -18,7 +18,6 @@ from ruleengine.cli.common import (
     guarded,
     warn_inputs,
 )
-from ruleengine.errors import UsageError
 
 
 def _dims(values: list[str]) -> dict[str, int]:
@@ -110,10 +109,10 @@ def match_command(
     def run() -> int:
         from ruleengine.graph import load_graph
         from ruleengine.match import find_candidates
+        from ruleengine.paths import check_input_file
         from ruleengine.rules import load_rule_set
 
-        if not model.is_file():
-            raise UsageError(f"model file not found: {model}")
+        check_input_file(model, "model")
         chosen = preset.value if preset else (None if rules else "all")
         rule_set = load_rule_set([str(p) for p in rules], preset=chosen)
         graph = load_graph(model, _dims(dim))

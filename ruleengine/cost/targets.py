@@ -91,6 +91,10 @@ def load_target(name_or_path: str | Path) -> Target:
     looks_like_path = isinstance(name_or_path, Path) or text.endswith((".yaml", ".yml"))
     looks_like_path = looks_like_path or "/" in text or "\\" in text
     if looks_like_path:
+        from ruleengine.paths import check_input_file, path_problem
+
+        if path_problem(text) is not None:
+            check_input_file(text, "target")  # raises AF221, naming the problem
         path = Path(text)
         if not path.is_file():
             raise UsageError(

@@ -285,6 +285,31 @@ _CODES: tuple[CodeInfo, ...] = (
         "A rule must say which ops it matches: `match.ops` and/or `match.branches`.",
         "name: a\nmatch:\n  subgraph:\n    output_count: 1\nrewrite:\n  target_op: A\n",
     ),
+    CodeInfo(
+        "AF220",
+        "reserved-output-path",
+        _E,
+        "An output path names a file that fuse itself writes (plan.json, graph.dot, ...).",
+        "`fuse` writes the fused model (`*.fused.onnx`, `*.fused.onnx.data`), `plan.json`, "
+        "`report.txt`, `report.json`, `graph.dot` and `graph.svg` at the top of the output "
+        "directory. A rule's `output.file_path` or `dot_graph_path` may not use one of "
+        "those names as a folder, and a rule DOT graph may not be one of them.",
+        "name: a\nmatch:\n  ops:\n    - type: Relu\nrewrite:\n  target_op: A\n"
+        "output:\n  file_path: plan.json\n",
+    ),
+    CodeInfo(
+        "AF221",
+        "impossible-path",
+        _E,
+        "A path no file system can take (a NUL byte, a name over 255 bytes, a path over "
+        "4,095 bytes).",
+        "Linux refuses these at open(); a rule's output paths are refused when the rule is "
+        "read instead of when `fuse` has already done its work, and paths on the command "
+        "line (model, --inputs, -o, --target) before anything is read. At fuse time the "
+        "output limits are checked again with the real output directory in front.",
+        "name: a\nmatch:\n  ops:\n    - type: Relu\nrewrite:\n  target_op: A\n"
+        'output:\n  file_path: "kernels\\0x"\n',
+    ),
     # ---------------------------------------------------------------- AF3xx rule set / lint
     CodeInfo(
         "AF301",
@@ -447,6 +472,103 @@ _CODES: tuple[CodeInfo, ...] = (
         "",
         "an empty ModelProto",
         command="match",
+    ),
+    CodeInfo(
+        "AF540",
+        "input-not-found",
+        _E,
+        "The model (or --inputs file) named on the command line does not exist or cannot "
+        "be opened.",
+        "Check the path (relative paths are taken from the current directory) and its "
+        "permissions. Exit code 2.",
+        "",
+        "autofusion fuse no/such/model.onnx",
+        command="fuse",
+    ),
+    CodeInfo(
+        "AF541",
+        "input-not-a-file",
+        _E,
+        "The model (or --inputs file) exists but is not a regular file (a directory, FIFO "
+        "or device).",
+        "A model is read whole from a regular file; a directory, a named pipe or a device "
+        "such as /dev/zero is refused before anything is read (a FIFO would block, a "
+        "device never ends). Exit code 2.",
+        "",
+        "autofusion fuse /dev/zero",
+        command="fuse",
+    ),
+    CodeInfo(
+        "AF542",
+        "external-data-unreadable",
+        _E,
+        "A weight file the model refers to (external data) is missing, too short or "
+        "outside the model's folder.",
+        "Weights kept outside the .onnx file are read only when the fused model is "
+        "written; the model's folder must hold every file its initializers name. Exit "
+        "code 2.",
+        "",
+        "a model whose initializer names weights.bin that does not exist",
+        command="fuse",
+    ),
+    CodeInfo(
+        "AF543",
+        "output-write-failed",
+        _E,
+        "The output set could not be written (disk full, permission denied, a file or "
+        "directory in the way).",
+        "Nothing partial is left: the set is staged beside the output directory and "
+        "swapped in only when complete. Exit code 2.",
+        "",
+        "autofusion fuse model.onnx -o /proc/out",
+        command="fuse",
+    ),
+    CodeInfo(
+        "AF544",
+        "overwrite-input",
+        _E,
+        "An output would overwrite the input model.",
+        "The input model is never modified; choose another output directory. Exit code 2.",
+        "",
+        "autofusion fuse out/m.fused.onnx -o out",
+        command="fuse",
+    ),
+    CodeInfo(
+        "AF545",
+        "output-locked",
+        _E,
+        "Another autofusion run is writing the same output directory.",
+        "A lock file beside the output directory (`.NAME.autofusion.lock`) is held while "
+        "a run writes its set; a second writer is refused instead of mixing the two "
+        "sets. The lock dies with its process, so a killed run never blocks later runs. "
+        "Exit code 2.",
+        "",
+        "two autofusion fuse ... -o out at the same time",
+        command="fuse",
+    ),
+    CodeInfo(
+        "AF546",
+        "match-budget-exceeded",
+        _E,
+        "A rule's pattern grows too large to match (repeat, branches and op classes multiply).",
+        "The matcher compiles each rule to clauses and stops at a fixed budget instead of "
+        "running out of memory; the message names the rule and its file:line:col. Lower "
+        "`repeat.max`, use fewer op classes in a row, or split the rule. `check` reports "
+        "the same rules before a model is read. Exit code 2.",
+        "",
+        "a rule of 8 ops, each repeat: {min: 1, max: 16}, on any model",
+        command="fuse",
+    ),
+    CodeInfo(
+        "AF547",
+        "bad-dim-flag",
+        _E,
+        "A --dim flag is not name=positive integer, or names one dim twice with two sizes.",
+        "Dims bind the model's symbolic dimensions (batch=1, seq=512); a size is ASCII "
+        "digits, at least 1 and at most 2^63-1 (ONNX dims are int64). Exit code 2.",
+        "",
+        "autofusion fuse model.onnx --dim batch=-1",
+        command="fuse",
     ),
     # ------------------------------------------------------------------ AF6xx rule tests
     CodeInfo(

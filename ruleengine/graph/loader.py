@@ -48,6 +48,9 @@ CODES: Mapping[str, tuple[str, str]] = MappingProxyType(
 )
 
 
+_TEXT_SUFFIXES = (".json", ".txtpb", ".textproto", ".onnxtxt")
+
+
 def _diag(
     key: str, message: str, where: str, hint: str | None, severity: Severity = Severity.ERROR
 ) -> Diagnostic:
@@ -84,12 +87,21 @@ def _shape_of(tp: onnx.TypeProto) -> tuple[int | str | None, ...] | None:
     return tuple(dims)
 
 
-def _read_model(path: Path) -> onnx.ModelProto:
+def read_model(path: Path) -> onnx.ModelProto:
+    """The model's protobuf without its external weights (refused with a code when the
+    path is not a readable regular file). ONNX models are binary protobuf whatever their
+    name: ``onnx.load`` alone would take a ``*.json`` name for its JSON format."""
+    from ruleengine.paths import check_input_file
+
     where = str(path)
-    if not path.is_file():
-        raise _fail("unreadable", f"model file {where} does not exist", where)
+    check_input_file(path, "model", GraphLoadError)
     try:
-        model = onnx.load(str(path), load_external_data=False)
+        try:
+            model = onnx.load(str(path), format="protobuf", load_external_data=False)
+        except Exception:  # noqa: BLE001 - not binary: a text format named by its suffix?
+            if path.suffix.lower() not in _TEXT_SUFFIXES:
+                raise
+            model = onnx.load(str(path), load_external_data=False)
     except Exception as exc:  # noqa: BLE001 - protobuf raises many kinds
         raise _fail(
             "unreadable",
@@ -353,7 +365,7 @@ def load_graph(path: str | Path, dims: Mapping[str, int] | None = None) -> Graph
     path = Path(path)
     where = str(path)
     dims = dict(dims or {})
-    model = _read_model(path)
+    model = read_model(path)
     return graph_from_model(model, dims, where)
 
 

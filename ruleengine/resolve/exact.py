@@ -10,6 +10,8 @@ from dataclasses import dataclass
 
 from ortools.sat.python import cp_model
 
+from ruleengine.runtime import run_interruptibly
+
 SINGLE_WORKER_BELOW = 200  # candidates in a component
 
 
@@ -66,7 +68,10 @@ def solve_component(
     solver.parameters.max_time_in_seconds = max(0.01, time_limit_s)
     solver.parameters.random_seed = seed
     solver.parameters.num_workers = workers or (1 if len(weights) < SINGLE_WORKER_BELOW else 2)
-    status = solver.solve(model)
+    # OR-Tools would catch Ctrl-C itself and then reset SIGINT to the default (kill, no
+    # clean-up); ours stay installed and stop the search instead.
+    solver.parameters.catch_sigint_signal = False
+    status = run_interruptibly(lambda: solver.solve(model), solver.stop_search)
 
     # Status: OPTIMAL, FEASIBLE (with the bound) or nothing found.
     if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):

@@ -1,15 +1,13 @@
-"""Render every output file in memory, then write them all atomically.
+"""Render every output file in memory, then write them all as one set.
 
-Nothing touches the disk until every file's bytes exist. Writing is two-phase: each file
-goes to a temporary file beside its destination, and only when all temporaries are written
-are they renamed into place (``os.replace``). On any error the temporaries (and any
-directory this run created) are removed, so no partial output is left behind.
+Nothing touches the disk until every file's bytes exist. Writing stages the whole set in a
+folder beside OUTDIR and swaps it in (ruleengine/rewrite/writer.py); on any error, Ctrl-C
+or SIGTERM nothing partial and no temporary is left behind.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
@@ -17,18 +15,10 @@ from typing import Any
 
 import onnx
 
-from ruleengine.errors import OutputError
 from ruleengine.rewrite.model import PLAN_SCHEMA_VERSION
 from ruleengine.rewrite.plan import safe_relpath
+from ruleengine.rewrite.writer import output_error
 
-
-def _default_mode() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return 0o666 & ~mask
-
-
-_FILE_MODE = _default_mode()
 # Protobuf cannot serialise 2 GiB; leave headroom for the graph around the weights.
 INLINE_LIMIT_BYTES = 1_800_000_000
 
@@ -69,64 +59,15 @@ def json_bytes(data: Any) -> bytes:
 def write_atomically(
     outdir: str | Path, files: Mapping[str, bytes], *, protect: tuple[Path, ...] = ()
 ) -> tuple[Path, ...]:
-    """Write ``files`` (relative path -> bytes) under ``outdir``; all or nothing.
+    """Write ``files`` (relative path -> bytes) under ``outdir`` as one set: all or nothing.
 
-    ``protect`` lists paths (e.g. the input model) that must never be overwritten.
+    ``protect`` lists paths (e.g. the input model) that must never be overwritten. The set
+    is staged beside OUTDIR and swapped in, under a lock (ruleengine/rewrite/writer.py).
     """
-    root = Path(outdir)
-    targets: list[tuple[Path, bytes]] = []
-    protected = {p.resolve() for p in protect}
-    for rel, data in files.items():
-        dest = root / safe_relpath(rel, "output file")
-        if dest.resolve() in protected:
-            raise OutputError(f"refusing to overwrite the input model {dest}")
-        if dest.is_dir():  # found now, not at os.replace after other files were replaced
-            raise OutputError(
-                f"cannot write {dest}: a directory of that name is in the way; "
-                "remove it or choose another -o"
-            )
-        targets.append((dest, data))
-    created_dirs: list[Path] = []
-    temps: list[tuple[Path, Path]] = []
-    try:
-        for dest, data in targets:
-            _makedirs(dest.parent, created_dirs)
-            fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".tmp", dir=dest.parent)
-            temps.append((Path(tmp), dest))
-            os.chmod(tmp, _FILE_MODE)  # mkstemp makes 0600; outputs are ordinary files
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(data)
-                fh.flush()
-                os.fsync(fh.fileno())
-        for tmp, dest in temps:
-            os.replace(tmp, dest)
-    except BaseException as exc:  # also Ctrl-C: never leave temporaries behind
-        for tmp, _ in temps:
-            tmp.unlink(missing_ok=True)
-        for d in reversed(created_dirs):
-            try:
-                d.rmdir()
-            except OSError:
-                pass
-        if isinstance(exc, OSError):
-            raise OutputError(f"cannot write outputs to {root}: {exc}") from None
-        raise
-    return tuple(dest for dest, _ in targets)
+    from ruleengine.rewrite.writer import write_set
 
-
-def _makedirs(path: Path, created: list[Path]) -> None:
-    missing: list[Path] = []
-    p = path
-    while not p.exists():
-        missing.append(p)
-        if p.parent == p:
-            break
-        p = p.parent
-    if p.exists() and not p.is_dir():
-        raise OSError(f"{p} exists and is not a directory")
-    for d in reversed(missing):
-        d.mkdir()
-        created.append(d)
+    normalised = {safe_relpath(rel, "output file"): data for rel, data in files.items()}
+    return write_set(outdir, normalised, protect=protect)
 
 
 def render_files(
@@ -163,10 +104,21 @@ def render_files(
             rule_dots.setdefault(safe_relpath(path, "rule DOT graph"), []).append(g)
     reserved = {*files, "report.txt", "report.json", "graph.svg"}
     for path, groups in [*kernels.items(), *rule_dots.items()]:
-        if path in reserved:
-            raise OutputError(
+        parts = path.split("/")
+        clash = next(
+            (
+                "/".join(parts[:i])
+                for i in range(1, len(parts) + 1)
+                if "/".join(parts[:i]) in reserved
+            ),
+            None,
+        )
+        if clash is not None:
+            raise output_error(
                 f"rule {groups[0].rule}: output file {path} would overwrite the fuse "
-                f"output of the same name; change output.kernel_name or its path"
+                f"output {clash}",
+                name="reserved-output-path",
+                hint="change output.kernel_name, output.file_path or output.dot_graph_path",
             )
     for path, groups in sorted(kernels.items()):
         files[path] = json_bytes(

@@ -9,7 +9,6 @@ verdict, a stable code and a sentence; per-rule statistics follow ATC's fusion r
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import PurePosixPath, PureWindowsPath
 from typing import Any
@@ -30,7 +29,7 @@ from ruleengine.rewrite.model import (
     RuleStats,
     Verification,
 )
-from ruleengine.rules.model import FrozenMap, Rule, RuleSet
+from ruleengine.rules.model import FrozenMap, Rule, RuleSet, default_kernel_name
 
 
 def to_json(value: Any) -> Any:
@@ -72,16 +71,12 @@ def _escape_error(path: str, what: str, location: Location | None, why: str) -> 
     return OutputError(f"{what} {path!r} escapes the output directory ({why})", (diag,))
 
 
-def _snake(name: str) -> str:
-    return re.sub(r"[^0-9a-zA-Z]+", "_", name).strip("_").lower() or "kernel"
-
-
 def kernel_spec(rule: Rule) -> KernelSpec:
     """The rule's ``output`` section with paths checked and made relative to OUTDIR."""
     out = rule.output
     where = out.location or rule.location
     return KernelSpec(
-        kernel_name=out.kernel_name or _snake(rule.name),
+        kernel_name=out.kernel_name or default_kernel_name(rule.name),
         file_path=safe_relpath(out.file_path, f"rule {rule.name}: output.file_path", where)
         if out.file_path
         else None,

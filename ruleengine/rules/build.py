@@ -9,6 +9,8 @@ dtypes, impossible input ports, output paths escaping the output directory.
 from __future__ import annotations
 
 import difflib
+import os
+import posixpath
 from pathlib import PurePosixPath, PureWindowsPath
 from typing import Any
 
@@ -16,6 +18,8 @@ from ruleengine.diagnostics import codes
 from ruleengine.diagnostics.model import Diagnostic
 from ruleengine.ops.aliases import known_type_names, op_type_info
 from ruleengine.rules.model import (
+    NAME_MAX,
+    PATH_MAX,
     Constraint,
     FrozenMap,
     InputSource,
@@ -26,6 +30,8 @@ from ruleengine.rules.model import (
     RewriteInput,
     Rule,
     SubgraphSpec,
+    is_fuse_output_name,
+    rule_output_files,
 )
 from ruleengine.rules.schema import dotted
 from ruleengine.rules.yamlio import Document, Marks
@@ -154,6 +160,33 @@ class _Checker:
                     f"output.{key} {value!r} leaves the output directory",
                     ("output", key),
                     "write a relative path inside the output directory, without `..`",
+                )
+                return
+        name = self.doc.data.get("name")
+        for key, path in rule_output_files(output, name if isinstance(name, str) else ""):
+            where = ("output", key) if key in output else ("output",)
+            raw = os.fsencode(path) if "\0" not in path else b""
+            if (
+                "\0" in path
+                or any(len(p) > NAME_MAX for p in raw.split(b"/"))
+                or len(raw) >= PATH_MAX
+            ):
+                why = "a NUL byte" if "\0" in path else "a name over 255 bytes or a path over 4,095"
+                self.add(
+                    "impossible-path",
+                    f"output file {path[:80]!r}{'...' if len(path) > 80 else ''} has {why}, "
+                    "which no file system takes",
+                    where,
+                    "use a short path of ordinary characters",
+                )
+                continue
+            top = posixpath.normpath(path.replace("\\", "/")).split("/")[0]
+            if is_fuse_output_name(top):
+                self.add(
+                    "reserved-output-path",
+                    f"output file {path!r} collides with {top!r}, which fuse writes itself",
+                    where,
+                    "put rule outputs in a folder of their own, e.g. file_path: kernels/",
                 )
 
     @staticmethod

@@ -6,6 +6,7 @@ become ``FrozenMap`` so a rule can be hashed and shared between stages safely.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -145,6 +146,37 @@ class Rewrite:
     tensor_layout: str | None = None
     kernel_config: FrozenMap = field(default_factory=FrozenMap)
     location: Location | None = None
+
+
+# What ``fuse`` itself writes at the top of OUTDIR: a rule's output may not use these names.
+FUSE_OUTPUT_NAMES = ("plan.json", "report.txt", "report.json", "graph.dot", "graph.svg")
+FUSED_MODEL_SUFFIXES = (".fused.onnx", ".fused.onnx.data")
+NAME_MAX = 255  # bytes of one path component (Linux)
+PATH_MAX = 4096  # bytes of a whole path with its terminating NUL (Linux)
+
+
+def default_kernel_name(rule_name: str) -> str:
+    """The kernel name of a rule without ``output.kernel_name``: its name in snake case."""
+    return re.sub(r"[^0-9a-zA-Z]+", "_", rule_name).strip("_").lower() or "kernel"
+
+
+def rule_output_files(
+    output: OutputSpec | Mapping[str, Any], rule_name: str
+) -> list[tuple[str, str]]:
+    """(field, path relative to OUTDIR) of each file a rule's ``output`` section writes."""
+    get = output.get if isinstance(output, Mapping) else lambda k: getattr(output, k)
+    name = get("kernel_name") or default_kernel_name(rule_name)
+    files = []
+    if get("file_path"):
+        files.append(("file_path", f"{get('file_path')}/{name}.kernel.json"))
+    if get("gen_dot_graph"):
+        files.append(("dot_graph_path", f"{get('dot_graph_path') or '.'}/{name}.dot"))
+    return files
+
+
+def is_fuse_output_name(top: str) -> bool:
+    """Whether a top-level name in OUTDIR is (or may be) one ``fuse`` writes itself."""
+    return top in FUSE_OUTPUT_NAMES or top.endswith(FUSED_MODEL_SUFFIXES)
 
 
 @dataclass(frozen=True)

@@ -85,17 +85,15 @@ def test_env_vars_enable_and_disable(model, tmp_path):
     assert json.loads(res.stdout)["totals"]["groups_per_rule"] == {"golden_conv_bn_relu": 1}
 
 
-def test_safe_mode_drops_a_rule_that_fails_on_purpose(model, tmp_path):
+def test_safe_mode_drops_a_rule_that_fails_on_purpose(model, tmp_path, corrupt_rules):
     out = tmp_path / "out"
-    env = {"AUTOFUSION_TEST_CORRUPT_RULES": "golden_matmul_bias"}
+    corrupt_rules("golden_matmul_bias")
     # without --safe the broken fusion is caught by --verify: exit 1, files kept for study
-    res = run(
-        str(model), "--rules", str(GOLDEN_RULES), "-o", str(tmp_path / "v"), "--verify", env=env
-    )
+    res = run(str(model), "--rules", str(GOLDEN_RULES), "-o", str(tmp_path / "v"), "--verify")
     assert res.exit_code == 1
     assert "FAILED" in res.stdout and "--safe" in res.stderr
     # --safe finds both corrupted groups by bisection, drops them, and the rest verifies
-    res = run(str(model), "--rules", str(GOLDEN_RULES), "-o", str(out), "--safe", env=env)
+    res = run(str(model), "--rules", str(GOLDEN_RULES), "-o", str(out), "--safe")
     assert res.exit_code == 0, res.output
     assert "PASSED" in res.stdout
     assert "safe mode dropped group(s) 1, 3 (found by isolation check" in res.stdout

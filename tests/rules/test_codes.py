@@ -78,7 +78,7 @@ def test_codes_are_stable_and_well_formed():
         assert re.fullmatch(r"[a-z0-9]+(-[a-z0-9]+)*", info.name)
         assert info.summary and info.explanation
         assert info.example or info.example_note
-        assert info.command in ("verify", "check", "match", "explain", "test")
+        assert info.command in ("verify", "check", "match", "explain", "test", "fuse")
     assert len({i.name for i in CODES.values()}) == len(CODES)
 
 
