@@ -35,6 +35,8 @@ VERDICT_TEXT = {
     Verdict.LOW_BENEFIT: "Low benefit",
     Verdict.UB_OVERFLOW: "UB overflow",
     Verdict.CONSTRAINT_FAILED: "Constraint failed",
+    Verdict.PARAM_MISMATCH: "Param mismatch",
+    Verdict.PATTERN_MISMATCH: "Pattern mismatch",
     Verdict.INTERMEDIATE_ESCAPES: "Intermediate escapes",
     Verdict.DYNAMIC_SHAPE: "Dynamic shape",
     Verdict.NOT_CONVEX: "Not convex",

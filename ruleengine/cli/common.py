@@ -130,9 +130,16 @@ def warn_inputs(graph=None, rule_set=None) -> None:  # noqa: ANN001 - stage reco
     """Tell, on stderr, what the loaded rules and model warn about: rule lint warnings,
     graph loading warnings, opaque nodes never fused, and unbound symbolic dims (whose
     candidates come out as dynamic_shape)."""
+    seen: set[tuple] = set()
     for diag in getattr(rule_set, "diagnostics", ()) or ():
+        key = (diag.code, str(diag.location), diag.message)
+        if key in seen:
+            continue
+        seen.add(key)
         where = f"{diag.location}: " if diag.location else ""
-        typer.echo(f"warning: {where}{diag.code} {diag.message}", err=True)
+        typer.echo(f"{diag.severity}: {where}{diag.code} {diag.message}", err=True)
+        if diag.hint:
+            typer.echo(f"  hint: {diag.hint}", err=True)
     if graph is None:
         return
     for diag in graph.warnings:

@@ -116,7 +116,7 @@ def match_command(
         chosen = preset.value if preset else (None if rules else "all")
         rule_set = load_rule_set([str(p) for p in rules], preset=chosen)
         graph = load_graph(model, _dims(dim))
-        warn_inputs(graph)
+        warn_inputs(graph, rule_set)
         result = find_candidates(graph, rule_set)
         if fmt is Format.json:
             typer.echo(json.dumps(candidates_json(result, near_misses=near), indent=2))

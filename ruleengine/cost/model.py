@@ -48,7 +48,9 @@ class Verdict(StrEnum):
     NO_BENEFIT = "no_benefit"  # saves nothing (e.g. only view ops fused away)
     LOW_BENEFIT = "low_benefit"  # net > 0 but below the rule's benefit_threshold, or net <= 0
     UB_OVERFLOW = "ub_overflow"
-    CONSTRAINT_FAILED = "constraint_failed"
+    CONSTRAINT_FAILED = "constraint_failed"  # a rule `constraints` entry fails
+    PARAM_MISMATCH = "param_mismatch"  # an op's `params` do not hold (or name no attribute)
+    PATTERN_MISMATCH = "pattern_mismatch"  # input count or input source kind differs
     INTERMEDIATE_ESCAPES = "intermediate_escapes"
     DYNAMIC_SHAPE = "dynamic_shape"
     NOT_CONVEX = "not_convex"

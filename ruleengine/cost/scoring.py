@@ -37,6 +37,10 @@ _NEAR_MISS_VERDICTS = {
     "dynamic-shape": Verdict.DYNAMIC_SHAPE,
     "not-convex": Verdict.NOT_CONVEX,
     "too-many-inputs": Verdict.TOO_MANY_INPUTS,
+    "param-mismatch": Verdict.PARAM_MISMATCH,
+    "input-count": Verdict.PATTERN_MISMATCH,
+    "input-source": Verdict.PATTERN_MISMATCH,
+    "output-count": Verdict.PATTERN_MISMATCH,
 }
 
 

@@ -342,7 +342,10 @@ _CODES: tuple[CodeInfo, ...] = (
         "A param that the op type does not have.",
         "Params are ONNX attribute names of the op (or of the ONNX ops an alias stands "
         "for) or the alias's own params from ops/aliases.yaml. A param the op does not have "
-        "can never be checked against a node; the hint lists the params it does have.",
+        "holds on no node, so the op never matches: it is never ignored, which would widen "
+        "the rule (a misspelt `grop: 1` would match every Conv). match, explain and fuse "
+        "print this finding on stderr and record a param_mismatch near miss naming the "
+        "param. The hint lists the params the op does have.",
         "name: a\nmatch:\n  ops:\n    - type: Relu\n      params:\n        clip_max: 0.0\n"
         "rewrite:\n  target_op: A\n",
         command="check",

@@ -343,7 +343,13 @@ def check_params(
                 have = node.attributes.get(attr, _MISSING)
                 if have is _MISSING:
                     if not _schema_has_attr(node, attr, graph.opsets.get(node.domain, graph.opset)):
-                        break  # not an attribute of this op: a lint finding, ignored here
+                        # not an attribute of this op (a misspelling?): it never holds, so
+                        # the rule cannot match more than it says (check reports AF303)
+                        raise ParamFailure(
+                            "param-mismatch",
+                            f"{where}: {node.op_type} has no parameter {shown!r} (node "
+                            f"{node.name!r}); the rule asks for {_fmt(want)}",
+                        )
                     raise ParamFailure(
                         "param-mismatch",
                         f"{where}: {shown} is not set on node {node.name!r} and has no "

@@ -87,8 +87,8 @@ def check_unknown_params(rule: Rule) -> list[Diagnostic]:
                 out.append(
                     codes.make(
                         "unknown-param",
-                        f"{op.type} has no parameter {param!r}; it can never be checked "
-                        f"against a node",
+                        f"{op.type} has no parameter {param!r}; no node has it, so this op "
+                        "never matches",
                         _loc(rule, op, param),
                         hint=hint,
                     )

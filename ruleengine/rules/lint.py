@@ -283,6 +283,11 @@ def load_rule_set(paths: Sequence[str | Path], *, preset: str | None = None) -> 
     if errors:
         n = len(errors)
         raise RuleLoadError(f"{n} error{'s' if n != 1 else ''} in the rules", errors)
+    # What `check` would say about the loaded set (an unknown param, a pattern that never
+    # matches, a priority tie) travels with it, so match/explain/fuse can tell the user.
+    linted = [d for rule in result.rules for d in checks.lint_rule(rule)]
+    linted += checks.lint_set(result.rules)
+    diags = sorted(set(diags) | set(linted), key=Diagnostic.sort_key)
     return RuleSet(
         rules=tuple(sorted(result.rules, key=lambda r: r.name)),
         diagnostics=tuple(diags),

@@ -16,21 +16,34 @@ SEED = SHARED / "seed-rules"
 runner = CliRunner()
 
 
-def test_match_text_table_and_totals() -> None:
+def test_match_text_table_and_totals(tmp_path: Path) -> None:
+    # the seed rule without its Relu `clip_max` param (Relu has none: see the next test)
+    text = (SEED / "conv_bn_relu_fusion.yaml").read_text()
+    assert "clip_max" in text
+    rule = tmp_path / "conv_bn_relu.yaml"
+    rule.write_text(text.replace("      params:\n        clip_max: 0.0\n", ""))
     res = runner.invoke(
-        app,
-        [
-            "match",
-            str(MODELS / "resnet18-narrow.ts-keepbn.onnx"),
-            "--rules",
-            str(SEED / "conv_bn_relu_fusion.yaml"),
-        ],
+        app, ["match", str(MODELS / "resnet18-narrow.ts-keepbn.onnx"), "--rules", str(rule)]
     )
     assert res.exit_code == 0, res.output
     lines = res.stdout.splitlines()
     assert lines[0].split()[:3] == ["RULE", "ALT", "NODES"]
     assert sum(1 for ln in lines if ln.startswith("Conv_BN_Relu_Fusion")) == 9
     assert "9 candidates from 1 rule" in res.stdout or "9 candidate(s)" in res.stdout
+
+
+def test_an_unknown_param_never_widens_a_rule_and_is_named_on_stderr() -> None:
+    """The seed rule asks Relu for `clip_max`, which Relu does not have: the op never
+    matches (a param_mismatch near miss) and the lint finding is printed once."""
+    model = str(MODELS / "resnet18-narrow.ts-keepbn.onnx")
+    res = runner.invoke(
+        app, ["match", model, "--rules", str(SEED / "conv_bn_relu_fusion.yaml"), "--near-misses"]
+    )
+    assert res.exit_code == 0, res.output
+    assert "0 candidate(s)" in res.stdout
+    assert "Relu has no parameter 'clip_max'" in res.stdout
+    warn = [ln for ln in res.stderr.splitlines() if "AF303" in ln]
+    assert len(warn) == 1 and "conv_bn_relu_fusion.yaml:" in warn[0] and "clip_max" in warn[0]
 
 
 def test_match_reports_unbound_dims_on_stderr(tmp_path: Path) -> None:
