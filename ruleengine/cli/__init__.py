@@ -8,7 +8,7 @@ from ruleengine.cli.app import app
 
 # Each module attaches its commands to ``app``; this order is the order of --help:
 # writing rules, analysing a model, then the compile-time command.
-COMMAND_MODULES = ("lint", "ruletest", "matching", "library", "analysis", "fuse")
+COMMAND_MODULES = ("lint", "ruletest", "matching", "library", "suggest", "analysis", "fuse")
 for _module in COMMAND_MODULES:
     importlib.import_module(f"ruleengine.cli.{_module}")
 

@@ -1,0 +1,140 @@
+"""``autofusion suggest`` on every shared model: coverage before/after, and across exporters.
+
+Two measurements, both with the coverage metric of ``ruleengine/coverage.py``:
+
+1. *own*: for every model, rules suggested from that model alone; coverage of the
+   fusable traffic with the bundled rules (before), bundled + suggested (after), what
+   every region found would capture (reach) and the UB/convexity ceiling.
+2. *cross*: for every family with several exports (``X.ts.onnx``, ``X.dynamo.onnx``,
+   ...), rules suggested from one exporter's file, measured on the family's other
+   exports (bundled vs bundled + suggested).
+
+Run: ``.venv/bin/python bench/suggest.py [--json] [--cross-only|--own-only] [MODEL...]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED = ROOT / ".." / "shared" / "models"
+
+
+def all_models() -> list[Path]:
+    found = [*SHARED.resolve().glob("*.onnx"), *(SHARED / "families").resolve().glob("*.onnx")]
+    return sorted(found, key=lambda p: p.name)
+
+
+def family_of(path: Path) -> str:
+    return path.name.split(".")[0]
+
+
+def coverage_with(path: Path, rule_dirs: list[str]) -> float:
+    from ruleengine import coverage
+    from ruleengine.pipeline import analyze
+
+    analysis = analyze(path, rule_dirs, preset="all")
+    groups = [sc.candidate.nodes for sc in analysis.resolution.chosen]
+    return coverage.measure(analysis.graph, groups).coverage
+
+
+def own(models: list[Path]) -> list[dict]:
+    from ruleengine.suggest import suggest
+
+    rows = []
+    for path in models:
+        t0 = time.perf_counter()
+        s = suggest([path])
+        m = s.coverage[0]
+        rows.append(
+            {
+                "model": m.model,
+                "before": round(m.before, 4),
+                "after": round(m.after, 4),
+                "reach": round(m.reach, 4),
+                "ceiling": round(m.ceiling, 4),
+                "rules": len(s.rules),
+                "seconds": round(time.perf_counter() - t0, 2),
+            }
+        )
+        print(f"  own {m.model}: {m.before:.1%} -> {m.after:.1%}", file=sys.stderr)
+    return rows
+
+
+def cross(models: list[Path]) -> list[dict]:
+    from ruleengine.suggest import suggest
+
+    families: dict[str, list[Path]] = {}
+    for p in models:
+        families.setdefault(family_of(p), []).append(p)
+    rows = []
+    for fam, paths in sorted(families.items()):
+        if len(paths) < 2:
+            continue
+        source = next((p for p in paths if ".ts." in p.name), paths[0])
+        s = suggest([source])
+        with tempfile.TemporaryDirectory() as tmp:
+            for d in s.rules:
+                (Path(tmp) / f"{d.name}.yaml").write_text(d.text, encoding="utf-8")
+            for other in paths:
+                if other == source:
+                    continue
+                before = coverage_with(other, [])
+                after = coverage_with(other, [tmp])
+                rows.append(
+                    {
+                        "family": fam,
+                        "suggested_from": source.name,
+                        "measured_on": other.name,
+                        "rules": len(s.rules),
+                        "before": round(before, 4),
+                        "after": round(after, 4),
+                    }
+                )
+                print(
+                    f"  cross {source.name} -> {other.name}: {before:.1%} -> {after:.1%}",
+                    file=sys.stderr,
+                )
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("models", nargs="*", type=Path)
+    ap.add_argument("--json", action="store_true")
+    ap.add_argument("--own-only", action="store_true")
+    ap.add_argument("--cross-only", action="store_true")
+    args = ap.parse_args(argv)
+    models = args.models or all_models()
+    out: dict = {"schema_version": 1}
+    if not args.cross_only:
+        out["own"] = own(models)
+    if not args.own_only:
+        out["cross"] = cross(models)
+    if args.json:
+        print(json.dumps(out, indent=2))
+        return 0
+    if "own" in out:
+        print(f"{'model':40} {'before':>7} {'after':>7} {'reach':>7} {'ceiling':>7} rules")
+        for r in out["own"]:
+            print(
+                f"{r['model']:40} {r['before']:>7.1%} {r['after']:>7.1%} {r['reach']:>7.1%} "
+                f"{r['ceiling']:>7.1%} {r['rules']:>5}"
+            )
+    if "cross" in out:
+        print(f"\n{'suggested from':32} {'measured on':32} {'before':>7} {'after':>7}")
+        for r in out["cross"]:
+            print(
+                f"{r['suggested_from']:32} {r['measured_on']:32} {r['before']:>7.1%} "
+                f"{r['after']:>7.1%}"
+            )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,182 @@
+"""Suggest stage: draft rules for the fusable traffic that no rule captures.
+
+analyze each model with the given rules -> regions the chosen groups leave unfused
+(``regions``) -> canonical form and clusters across layers and models (``canon``) ->
+one drafted rule per cluster (``emit``) -> coverage before and after, measured by
+running the real pipeline again with the drafted rules added.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from ruleengine.suggest.model import (
+    Cluster,
+    DraftRule,
+    Instance,
+    ModelCoverage,
+    Region,
+    Suggestion,
+)
+
+__all__ = ["Cluster", "DraftRule", "Instance", "ModelCoverage", "Region", "Suggestion", "suggest"]
+
+Progress = Callable[[str], None]
+
+# Besides the largest regions (most coverage on the models at hand), regions of at most
+# this many compute ops: they recur across layers and exporters, so their rules carry
+# over to other exports of the same architecture.
+COMPACT_OPS = 6
+
+
+def _instance(model: str, graph, region: Region, canon, chosen) -> Instance:
+    from ruleengine.cost.traffic import group_io
+
+    inside = set(region.nodes)
+    io = group_io(graph, region.nodes)
+    escapes = False
+    for t in io.outputs:
+        tensor = graph.tensors[t]
+        if any(c in inside for c, _ in tensor.consumers):
+            escapes = True
+    dtypes = set()
+    for t in (*io.inputs, *(x for n in io.nodes for x in n.outputs if x)):
+        tensor = graph.tensors.get(t)
+        if tensor is None or tensor.dtype is None:
+            continue
+        if t in io.inputs and not tensor.dtype.startswith(("float", "bfloat")):
+            continue  # integer side inputs are not checked by dtype_match
+        dtypes.add(tensor.dtype)
+    absorbed = frozenset(sc.candidate.rule for sc in chosen if sc.candidate.node_set <= inside)
+    return Instance(model, region, canon.units, escapes, frozenset(dtypes), absorbed)
+
+
+def suggest(
+    models: Sequence[str | Path],
+    rules: Sequence[str | Path] = (),
+    *,
+    preset: str | None = None,
+    target: str = "ascend910b",
+    min_bytes: int = 0,
+    max_rules: int | None = None,
+    progress: Progress | None = None,
+) -> Suggestion:
+    """Draft rules for what the given rules leave unfused in ``models`` and measure them."""
+    from ruleengine import coverage
+    from ruleengine.pipeline import DEFAULT_PRESET, analyze
+    from ruleengine.suggest.canon import canonicalize, composite_instances
+    from ruleengine.suggest.emit import draft, fitting_priority, rule_name
+    from ruleengine.suggest.regions import edge_ceiling, find_regions
+
+    if not rules and preset is None:
+        preset = DEFAULT_PRESET
+    note = progress or (lambda _m: None)
+    clusters: dict[tuple, list[Instance]] = {}
+    largest: set[tuple] = set()  # keys of clusters holding a largest region
+    baseline = []
+    names = _display_names(models)
+    priorities: dict[str, int] = {}
+    for path, name in zip(models, names, strict=True):
+        note(f"analysing {name}")
+        analysis = analyze(path, rules, preset=preset, target=target)
+        priorities.update({r.name: r.priority for r in analysis.rule_set.rules})
+        graph = analysis.graph
+        chosen = analysis.resolution.chosen
+        groups = [sc.candidate.nodes for sc in chosen]
+        edges = coverage.fusable_edges(graph)
+        regions = find_regions(graph, groups, analysis.target, edges)
+        compact = find_regions(graph, groups, analysis.target, edges, max_ops=COMPACT_OPS)
+        composites = composite_instances(graph) if regions else ()
+        seen: set[tuple[str, ...]] = set()
+        for region in (*regions, *compact):
+            if region.nodes in seen:
+                continue
+            seen.add(region.nodes)
+            canon = canonicalize(graph, region.nodes, composites)
+            inst = _instance(name, graph, region, canon, chosen)
+            clusters.setdefault(canon.key, []).append(inst)
+            if region in regions:
+                largest.add(canon.key)
+        covered = {n for r in regions for n in r.nodes}
+        reach_groups = [r.nodes for r in regions] + [g for g in groups if not set(g) & covered]
+        baseline.append(
+            (
+                path,
+                name,
+                coverage.measure(graph, groups, edges),
+                coverage.measure(graph, reach_groups, edges).coverage,
+                edge_ceiling(graph, edges, analysis.target),
+            )
+        )
+    # a compact region earns a rule only where it recurs (layers, models)
+    ranked = sorted(
+        (
+            Cluster(key, tuple(insts))
+            for key, insts in clusters.items()
+            if key in largest or len(insts) > 1
+        ),
+        key=lambda c: (-c.bytes_saved, -len(c.instances), repr(c.key)),
+    )
+    dropped: list[tuple[str, str]] = []
+    kept: list[Cluster] = []
+    for c in ranked:
+        if c.bytes_saved < min_bytes:
+            dropped.append((_label(c), f"saves {c.bytes_saved} B < --min-bytes {min_bytes}"))
+        elif max_rules is not None and len(kept) >= max_rules:
+            dropped.append((_label(c), f"beyond --max-rules {max_rules}"))
+        else:
+            kept.append(c)
+    taken = set(priorities)
+    drafts = []
+    for c in kept:
+        name = rule_name(c, taken)
+        absorbed = set().union(*(i.absorbed_rules for i in c.instances))
+        priority = fitting_priority(absorbed, priorities)
+        _, text = draft(c, name, priority, target)
+        drafts.append(DraftRule(name, text, c, priority))
+    report = _measure_after(baseline, drafts, rules, preset, target, note)
+    return Suggestion(tuple(drafts), tuple(dropped), report, target)
+
+
+def _label(c: Cluster) -> str:
+    return " ".join(u.label for u in c.instances[0].units)
+
+
+def _display_names(models: Sequence[str | Path]) -> list[str]:
+    """Model file names, with the parent folder where two files share a name."""
+    paths = [Path(m) for m in models]
+    names = [p.name for p in paths]
+    return [f"{p.parent.name}/{p.name}" if names.count(p.name) > 1 else p.name for p in paths]
+
+
+def _measure_after(baseline, drafts, rules, preset, target, note) -> tuple[ModelCoverage, ...]:
+    """Run the pipeline again with the drafted rules beside the given ones."""
+    from ruleengine import coverage
+    from ruleengine.pipeline import analyze
+
+    suggested = {d.name for d in drafts}
+    out = []
+    with tempfile.TemporaryDirectory(prefix="autofusion-suggest-") as tmp:
+        for d in drafts:
+            (Path(tmp) / f"{d.name}.yaml").write_text(d.text, encoding="utf-8")
+        extra = [tmp] if drafts else []
+        for path, name, before, reach, ceiling in baseline:
+            note(f"measuring {name} with the suggested rules")
+            analysis = analyze(path, [*rules, *extra], preset=preset, target=target)
+            chosen = analysis.resolution.chosen
+            after = coverage.measure(analysis.graph, [sc.candidate.nodes for sc in chosen])
+            out.append(
+                ModelCoverage(
+                    name,
+                    before.fusable_bytes,
+                    before.coverage,
+                    after.coverage,
+                    reach,
+                    ceiling,
+                    len(chosen),
+                    sum(1 for sc in chosen if sc.candidate.rule in suggested),
+                )
+            )
+    return tuple(out)

@@ -1,0 +1,265 @@
+"""A region in canonical form: its pattern ops, labelled and ordered by structure alone.
+
+A region's nodes become *units*, one per pattern op: a whole composite instance (a
+decomposed LayerNorm, GELU, SiLU, ... as ``ops/composites.yaml`` defines them, found by
+the real matcher) or a single node. Each unit gets a label: the framework alias that
+stands for both the ONNX op and its decomposed forms (``LayerNorm`` for
+LayerNormalization and the ``layernorm`` composite, so two exporters' forms agree), else
+the ONNX op type. Units are ordered by Weisfeiler-Lehman colours of their labels and
+wiring: every root first, then a topological order that picks the smallest colour,
+so two regions of the same structure (two layers, two models) get the same order, and
+the order is a valid pattern op order (each op's producers come before it).
+
+The *key* of a region (coarse labels: op classes for plain ONNX ops) clusters regions
+that differ only in which op of a class sits at a position; the *fine* labels say
+which ops each instance really has.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+from ruleengine.graph.model import Graph
+from ruleengine.match.model import Candidate
+
+# Classes tried, in order, for the coarse label of a plain ONNX op.
+COARSE_CLASSES = ("@cube", "@view", "@reduce", "@activation", "@broadcast", "@elementwise")
+
+
+@dataclass(frozen=True)
+class InputRef:
+    """Input ``port`` of a unit reads output ``output_idx`` of unit ``source``."""
+
+    port: int
+    source: int
+    output_idx: int = 0
+
+
+@dataclass(frozen=True)
+class Unit:
+    nodes: tuple[str, ...]  # topological order; one node unless a composite
+    label: str  # ONNX op type or alias name
+    coarse: str  # label used for clustering
+    composite: bool
+    commutative: bool
+    inputs: tuple[InputRef, ...]  # internal inputs only, sources index the canonical order
+
+
+@dataclass(frozen=True)
+class CanonicalRegion:
+    units: tuple[Unit, ...]  # canonical order
+    key: tuple  # coarse structure: equal keys = one cluster
+
+    @property
+    def fine(self) -> tuple[str, ...]:
+        return tuple(u.label for u in self.units)
+
+
+@cache
+def _alias_labels() -> tuple[Mapping[str, str], Mapping[str, str]]:
+    """(composite name -> alias label, ONNX op type -> alias label) for the aliases that
+    stand for an ONNX op and decomposed forms alike."""
+    from ruleengine.ops.aliases import alias_table
+    from ruleengine.ops.composites import expand_composite
+
+    best: dict[str, tuple[int, int, str]] = {}  # composite -> (-forms, table index, alias)
+    by_onnx: dict[str, str] = {}
+    for i, (name, alias) in enumerate(alias_table().items()):
+        members = [c.name for ref in alias.composites for c in expand_composite(ref)]
+        if not members:
+            continue
+        for c in members:  # the alias standing for the most forms names the composite
+            best[c] = min(best.get(c, (0, i, name)), (-len(members), i, name))
+        for t in alias.onnx_types:
+            by_onnx.setdefault(t, name)
+    return {c: name for c, (_, _, name) in best.items()}, by_onnx
+
+
+@cache
+def _classes() -> Mapping[str, frozenset[str]]:
+    from ruleengine.ops.classes import op_classes
+
+    return op_classes()
+
+
+@cache
+def _commutative() -> frozenset[str]:
+    from ruleengine.ops.classes import commutative_ops
+
+    return commutative_ops()
+
+
+def coarse_label(op_type: str) -> str:
+    """The op class a plain ONNX op is clustered by (itself when no class has it)."""
+    classes = _classes()
+    for name in COARSE_CLASSES:
+        if op_type in classes.get(name, frozenset()):
+            return name
+    return op_type
+
+
+def smallest_class(op_types: Sequence[str]) -> str:
+    """The op class with the fewest members holding every op type given."""
+    wanted = set(op_types)
+    best = min(
+        (
+            (len(members), name)
+            for name, members in _classes().items()
+            if wanted <= members and name != "@opaque"
+        ),
+        default=None,
+    )
+    if best is None:
+        raise ValueError(f"no op class holds {sorted(wanted)}")
+    return best[1]
+
+
+def composite_instances(graph: Graph) -> tuple[Candidate, ...]:
+    """Every instance of every composite in ``graph``, as the matcher finds them."""
+    from ruleengine.match import find_candidates
+    from ruleengine.ops.composites import composites
+    from ruleengine.rules.lint import lint_file
+    from ruleengine.rules.model import RuleSet
+
+    names = sorted(composites())
+    text = "\n---\n".join(
+        f"name: composite_{c}\nmatch:\n  ops:\n    - type: {c}\nrewrite:\n  target_op: C{i}"
+        for i, c in enumerate(names)
+    )
+    result = lint_file(Path("<composites>"), "<composites>", text)
+    found = find_candidates(graph, RuleSet(rules=result.rules))
+    return tuple(c for c in found.candidates if len(c.nodes) > 1)
+
+
+def _runtime_inputs(graph: Graph, cand: Candidate) -> list[str]:
+    out = []
+    for t in cand.inputs:
+        tensor = graph.tensors.get(t)
+        if tensor is None or tensor.is_initializer or tensor.is_constant or tensor.const_foldable:
+            continue
+        out.append(t)
+    return out
+
+
+def _hash(*parts: object) -> str:
+    return hashlib.sha1(repr(parts).encode()).hexdigest()[:16]
+
+
+def canonicalize(
+    graph: Graph, nodes: Sequence[str], composites: Sequence[Candidate] = ()
+) -> CanonicalRegion:
+    """The region's units in canonical order, and its clustering key."""
+    from ruleengine.cost.traffic import topo_position
+
+    pos = topo_position(graph)
+    inside = set(nodes)
+    by_composite, by_onnx = _alias_labels()
+    commutative = _commutative()
+
+    # 1. units: whole composite instances inside the region (largest first), else nodes
+    unit_of: dict[str, int] = {}
+    raw: list[tuple[tuple[str, ...], str, bool]] = []  # nodes, label, composite
+    composite_input: dict[int, str] = {}
+    for cand in sorted(composites, key=lambda c: (-len(c.node_set), pos[c.nodes[0]], c.rule)):
+        members = cand.node_set
+        if not members <= inside or members & unit_of.keys():
+            continue
+        runtime = _runtime_inputs(graph, cand)
+        if len(runtime) != 1 or len(cand.outputs) != 1:
+            continue
+        name = cand.rule.removeprefix("composite_")
+        label = by_composite.get(name, name)
+        composite_input[len(raw)] = runtime[0]
+        for n in members:
+            unit_of[n] = len(raw)
+        raw.append((tuple(sorted(members, key=pos.__getitem__)), label, True))
+    for n in sorted(inside - unit_of.keys(), key=pos.__getitem__):
+        unit_of[n] = len(raw)
+        op = graph.node(n).op_type
+        raw.append(((n,), by_onnx.get(op, op), False))
+
+    # 2. internal wiring between units
+    def source(t: str) -> tuple[int, int] | None:
+        tensor = graph.tensors.get(t)
+        if tensor is None or tensor.producer is None or tensor.producer not in inside:
+            return None
+        return unit_of[tensor.producer], tensor.producer_port or 0
+
+    wiring: list[list[tuple[int, int, int]]] = []  # per unit: (port, source unit, output idx)
+    for i, (members, _, is_comp) in enumerate(raw):
+        links: list[tuple[int, int, int]] = []
+        if is_comp:
+            src = source(composite_input[i])
+            if src is not None:
+                links.append((0, *src))
+        else:
+            for port, t in enumerate(graph.node(members[0]).inputs):
+                src = source(t) if t else None
+                if src is not None and src[0] != i:
+                    links.append((port, *src))
+        wiring.append(links)
+
+    def coarse(i: int) -> str:
+        members, label, is_comp = raw[i]
+        return label if is_comp or label != graph.node(members[0]).op_type else coarse_label(label)
+
+    def free_port(i: int) -> bool:
+        return raw[i][2] or raw[i][1] in commutative
+
+    # 3. Weisfeiler-Lehman colours over labels and wiring
+    n_units = len(raw)
+    consumers: list[list[tuple[int, int, int]]] = [[] for _ in range(n_units)]
+    for i, links in enumerate(wiring):
+        for port, src, idx in links:
+            consumers[src].append((-1 if free_port(i) else port, i, idx))
+    colour = [_hash(coarse(i)) for i in range(n_units)]
+    for _ in range(4):
+        colour = [
+            _hash(
+                colour[i],
+                sorted((-1 if free_port(i) else p, colour[s], x) for p, s, x in wiring[i]),
+                sorted((p, colour[c], x) for p, c, x in consumers[i]),
+            )
+            for i in range(n_units)
+        ]
+
+    # 4. canonical order: roots, then topological by smallest colour
+    def tie(i: int) -> tuple[str, int]:
+        return colour[i], pos[raw[i][0][0]]
+
+    indeg = [len({s for _, s, _ in links}) for links in wiring]
+    order = sorted((i for i in range(n_units) if indeg[i] == 0), key=tie)
+    placed = set(order)
+    waiting = {i: {s for _, s, _ in wiring[i]} for i in range(n_units) if i not in placed}
+    while waiting:
+        ready = [i for i, deps in waiting.items() if deps <= placed]
+        nxt = min(ready, key=tie)
+        order.append(nxt)
+        placed.add(nxt)
+        del waiting[nxt]
+    index = {u: k for k, u in enumerate(order)}
+
+    units = []
+    key = []
+    for u in order:
+        members, label, is_comp = raw[u]
+        refs = tuple(
+            sorted(
+                (InputRef(port, index[src], idx) for port, src, idx in wiring[u]),
+                key=lambda r: (r.source, r.port, r.output_idx),
+            )
+        )
+        units.append(Unit(members, label, coarse(u), is_comp, free_port(u), refs))
+        key.append(
+            (
+                coarse(u),
+                tuple(
+                    sorted((-1 if free_port(u) else r.port, r.source, r.output_idx) for r in refs)
+                ),
+            )
+        )
+    return CanonicalRegion(tuple(units), tuple(key))

@@ -1,0 +1,76 @@
+"""Records of the suggest stage: regions, clusters, drafted rules, the summary."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Region:
+    """A node set no chosen group covers, that fuses into one kernel the target accepts."""
+
+    nodes: tuple[str, ...]  # topological order
+    bytes_saved: int  # HBM bytes the fused region saves (cost model, before overhead)
+    net_bytes: int
+
+
+@dataclass(frozen=True)
+class Instance:
+    """One region of one model, in canonical form (``units`` index the pattern ops)."""
+
+    model: str  # display name of the model
+    region: Region
+    units: tuple  # tuple[canon.Unit, ...]
+    escapes: bool  # an intermediate tensor is also read outside the region
+    dtypes: frozenset[str]  # dtypes of the region's data tensors
+    absorbed_rules: frozenset[str]  # rules whose chosen groups the region swallows
+
+
+@dataclass(frozen=True)
+class Cluster:
+    """Regions of one structure, across layers and models."""
+
+    key: tuple
+    instances: tuple[Instance, ...]
+
+    @property
+    def bytes_saved(self) -> int:
+        return sum(i.region.bytes_saved for i in self.instances)
+
+    @property
+    def models(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(i.model for i in self.instances))
+
+
+@dataclass(frozen=True)
+class DraftRule:
+    """A suggested rule: its YAML text and what it was drafted from."""
+
+    name: str
+    text: str
+    cluster: Cluster
+    priority: int
+
+
+@dataclass(frozen=True)
+class ModelCoverage:
+    """Coverage of one model before and after adding the suggested rules."""
+
+    model: str
+    fusable_bytes: int
+    before: float
+    after: float
+    reach: float  # what the regions found would capture, fused all together
+    ceiling: float  # edges whose smallest convex group fits UB (an upper bound)
+    groups_after: int
+    suggested_groups: int  # chosen groups of suggested rules
+
+
+@dataclass(frozen=True)
+class Suggestion:
+    """Everything ``autofusion suggest`` decided; the CLI renders and writes it."""
+
+    rules: tuple[DraftRule, ...]
+    dropped: tuple[tuple[str, str], ...]  # (cluster description, why it got no rule)
+    coverage: tuple[ModelCoverage, ...]
+    target: str

@@ -1,0 +1,146 @@
+"""Find the fusable regions that the chosen groups leave unfused.
+
+Start from the chosen groups and every other run-time node on its own; take the fusable
+edges that no group captures, largest tensor first, and merge the two sides of each edge
+(with the views it passes through) when the merged set is still a kernel the cost model
+accepts: convex, within the target's UB and fused-input limit, saving HBM bytes net.
+What grew past a chosen group, or formed among free nodes, is a *region*.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+from ruleengine import coverage
+from ruleengine.cost.model import Target, Verdict
+from ruleengine.cost.scoring import GroupMemo, score_one
+from ruleengine.cost.traffic import topo_position
+from ruleengine.graph.model import Graph
+from ruleengine.match.model import Candidate
+from ruleengine.suggest.model import Region
+
+
+def _candidate(graph: Graph, nodes: Iterable[str]) -> Candidate:
+    pos = topo_position(graph)
+    ordered = sorted(set(nodes), key=pos.__getitem__)
+    return Candidate("", 0, tuple((n,) for n in ordered), (), ())
+
+
+def find_regions(
+    graph: Graph,
+    groups: Sequence[Iterable[str]],
+    target: Target,
+    edges: coverage.FusableEdges | None = None,
+    *,
+    absorb: bool = True,
+    max_ops: int | None = None,
+) -> tuple[Region, ...]:
+    """Regions (node sets) that capture fusable edges the ``groups`` leave uncaptured.
+
+    ``absorb``: a region may swallow chosen groups (else it grows among free nodes only);
+    ``max_ops``: at most this many compute (non-view) nodes per region.
+    """
+    kinds = coverage.node_kinds(graph)
+    edges = coverage.fusable_edges(graph) if edges is None else edges
+    pos = topo_position(graph)
+    memo = GroupMemo(graph, target)
+    part_of: dict[str, int] = {}
+    parts: dict[int, frozenset[str]] = {}
+    for i, g in enumerate(groups):
+        members = frozenset(g)
+        parts[i] = members
+        part_of.update(dict.fromkeys(members, i))
+    baseline = {members: i for i, members in parts.items()}
+    locked = set(parts)
+    fresh = len(parts)
+
+    def part(node: str) -> int:
+        nonlocal fresh
+        if node not in part_of:
+            part_of[node] = fresh
+            parts[fresh] = frozenset((node,))
+            fresh += 1
+        return part_of[node]
+
+    order = sorted(
+        edges.edges, key=lambda e: (-e.nbytes, pos[e.producer], pos[e.consumer], e.tensor)
+    )
+    accepted: dict[frozenset[str], object] = {}
+    for _ in range(2):  # a second pass picks up edges a later merge made possible
+        changed = False
+        for e in order:
+            ids = {part(n) for n in (e.producer, *e.via, e.consumer)}
+            if not absorb and any(i in locked for i in ids):
+                continue
+            if part(e.producer) == part(e.consumer):
+                continue
+            union = frozenset().union(*(parts[i] for i in ids))
+            if max_ops is not None and sum(kinds[n] != coverage.VIEW for n in union) > max_ops:
+                continue
+            scored = score_one(graph, _candidate(graph, union), None, target, memo=memo)
+            if scored.verdict is not Verdict.FUSE:
+                continue
+            keep = min(ids)
+            for i in ids:
+                del parts[i]
+            parts[keep] = union
+            part_of.update(dict.fromkeys(union, keep))
+            accepted[union] = scored
+            changed = True
+        if not changed:
+            break
+    regions = []
+    for members in parts.values():
+        if len(members) < 2 or members in baseline:
+            continue
+        scored = accepted[members]
+        cost = scored.cost  # type: ignore[attr-defined]
+        nodes = tuple(sorted(members, key=pos.__getitem__))
+        regions.append(Region(nodes, cost.bytes_saved, cost.net_bytes))
+    return tuple(sorted(regions, key=lambda r: pos[r.nodes[0]]))
+
+
+_UNREACHABLE = frozenset(
+    {Verdict.UB_OVERFLOW, Verdict.TOO_MANY_INPUTS, Verdict.NOT_CONVEX, Verdict.DYNAMIC_SHAPE}
+)
+
+
+def edge_ceiling(graph: Graph, edges: coverage.FusableEdges, target: Target) -> float:
+    """The coverage no rule set can exceed under UB and convexity: the share of fusable
+    bytes on edges whose smallest convex group (both ends, the views between, every node
+    on a path from one to the other) fits the target's UB and fused-input limit."""
+    from ruleengine.resolve.topology import graph_topology
+
+    if not edges.edges:
+        return 1.0
+    topo = graph_topology(graph)
+    kinds = coverage.node_kinds(graph)
+    pred: dict[str, list[str]] = {n.name: [] for n in graph.nodes}
+    for u, succs in topo.succ.items():
+        for v in succs:
+            pred[v].append(u)
+    memo = GroupMemo(graph, target)
+    reachable = 0
+    for e in edges.edges:
+        lo, hi = topo.pos[e.producer], topo.pos[e.consumer]
+        down = _walk(e.producer, topo.succ, topo.pos, upto=hi)
+        up = _walk(e.consumer, pred, topo.pos, downto=lo)
+        hull = (down & up) | {e.producer, e.consumer, *e.via}
+        if any(kinds[n] == coverage.OPAQUE for n in hull):
+            continue
+        scored = score_one(graph, _candidate(graph, hull), None, target, memo=memo)
+        if scored.verdict not in _UNREACHABLE:
+            reachable += e.nbytes
+    return reachable / edges.fusable_bytes if edges.fusable_bytes else 1.0
+
+
+def _walk(start: str, step, pos, *, upto: int = 1 << 62, downto: int = -1) -> set[str]:
+    """Nodes reachable from ``start`` by ``step`` within topological positions."""
+    seen = {start}
+    stack = [start]
+    while stack:
+        for v in step.get(stack.pop(), ()):
+            if v not in seen and downto <= pos[v] <= upto:
+                seen.add(v)
+                stack.append(v)
+    return seen

@@ -1,0 +1,169 @@
+"""autofusion suggest: regions left unfused, clusters, drafted rules, coverage before/after."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from ruleengine import coverage
+from ruleengine.cli.app import app
+from ruleengine.graph import load_graph
+from ruleengine.rules.lint import lint_paths
+from ruleengine.suggest import suggest
+from ruleengine.suggest.canon import canonicalize, composite_instances
+from ruleengine.suggest.regions import find_regions
+
+from .graphs import NOTHING_RULE, layers, save
+
+SHARED = Path(__file__).resolve().parents[2] / ".." / "shared" / "models"
+
+
+@pytest.fixture
+def case(tmp_path):
+    rule = tmp_path / "nothing.yaml"
+    rule.write_text(NOTHING_RULE)
+    model = save(layers(["Tanh", "Relu", "Tanh"], gelu=True), tmp_path / "m.onnx")
+    return model, rule
+
+
+def _ops(text: str) -> list[dict]:
+    return yaml.safe_load(text)["match"]["ops"]
+
+
+def test_one_rule_per_recurring_layer_with_classes_and_composites(case):
+    model, rule = case
+    s = suggest([model], [rule])
+    top = s.rules[0]
+    assert len(top.cluster.instances) == 3  # the three layers are one structure
+    types = [op["type"] for op in _ops(top.text)]
+    # Tanh/Relu differ between layers: their op class; the erf GELU is one composite op
+    assert types == ["MatMul", "Add", "@activation", "Mul", "Gelu", "MatMul"]
+    data = yaml.safe_load(top.text)
+    assert "op 2 @activation (Relu, Tanh)" in data["description"]
+    assert "3 region(s)" in data["description"] and "m.onnx" in data["description"]
+    assert {c["type"] for c in data["constraints"]} == {"ub_fit", "dtype_match"}
+    assert data["constraints"][1]["allowed_dtypes"] == ["float32"]
+    assert data["priority"] == 0  # below the only rule in use (priority 0)
+
+
+def test_coverage_before_and_after(case):
+    model, rule = case
+    s = suggest([model], [rule])
+    (m,) = s.coverage
+    assert m.before == 0.0  # the rule in use matches nothing
+    assert m.after == pytest.approx(1.0) and m.reach == pytest.approx(1.0)
+    assert m.suggested_groups == 3
+
+
+def test_every_suggested_rule_passes_check_strict(case, tmp_path):
+    model, rule = case
+    out = tmp_path / "out"
+    out.mkdir()
+    for d in suggest([model], [rule]).rules:
+        (out / f"{d.name}.yaml").write_text(d.text)
+    result = lint_paths([out, rule], set_checks=True)
+    assert result.diagnostics == ()
+    assert len(result.rules) >= 2
+
+
+def test_deterministic(case):
+    model, rule = case
+    a, b = suggest([model], [rule]), suggest([model], [rule])
+    assert [(d.name, d.text) for d in a.rules] == [(d.name, d.text) for d in b.rules]
+
+
+def test_min_bytes_and_max_rules(case):
+    model, rule = case
+    every = suggest([model], [rule])
+    assert len(suggest([model], [rule], max_rules=1).rules) == 1
+    biggest = every.rules[0].cluster.bytes_saved
+    kept = suggest([model], [rule], min_bytes=biggest).rules
+    assert [d.name for d in kept] == [every.rules[0].name]
+    assert len(suggest([model], [rule], min_bytes=biggest + 1).rules) == 0
+
+
+def test_every_region_is_a_kernel_the_target_accepts(tmp_path):
+    """Regions stop where the cost model says no (UB, convexity, input limit, benefit);
+    the MatMul -> MatMul edges between layers are never fusable, so one region a layer."""
+    from ruleengine.cost import load_target
+    from ruleengine.cost.scoring import score_one
+    from ruleengine.match.model import Candidate
+
+    graph = load_graph(save(layers(["Tanh", "Tanh"]), tmp_path / "m.onnx"))
+    target = load_target("ascend910b")
+    regions = find_regions(graph, [], target)
+    assert [set(r.nodes) for r in regions] == [
+        {"mm0", "bias0", "act0", "gate0", "out0"},
+        {"mm1", "bias1", "act1", "gate1", "out1"},
+    ]
+    for r in regions:
+        c = Candidate("", 0, tuple((n,) for n in r.nodes), (), ())
+        assert score_one(graph, c, None, target).viable
+
+
+def test_canonical_form_ignores_node_order_and_names(tmp_path):
+    a = save(layers(["Tanh"], gelu=True), tmp_path / "a.onnx")
+    text = layers(["Tanh"], gelu=True).replace("mm0", "zz0").replace("bias0", "aa0")
+    b = save(text, tmp_path / "b.onnx")
+    keys = []
+    for path in (a, b):
+        g = load_graph(path)
+        nodes = [n.name for n in g.nodes if n.op_type != "Constant"]
+        keys.append(canonicalize(g, nodes, composite_instances(g)).key)
+    assert keys[0] == keys[1]
+
+
+def test_cli_writes_rules_and_summary(case, tmp_path):
+    model, rule = case
+    out = tmp_path / "drafts"
+    res = CliRunner().invoke(
+        app, ["suggest", str(model), "--rules", str(rule), "-o", str(out), "-f", "json"]
+    )
+    assert res.exit_code == 0, res.output
+    data = json.loads(res.stdout)
+    assert data["schema_version"] == 1
+    assert data["coverage"][0]["before"] == 0.0 and data["coverage"][0]["after"] == 1.0
+    names = {r["file"] for r in data["rules"]}
+    assert names == {p.name for p in out.glob("*.yaml")}
+    assert json.loads((out / "suggest-summary.json").read_text()) == data
+    text = CliRunner().invoke(app, ["suggest", str(model), "-r", str(rule), "-o", str(out)])
+    assert text.exit_code == 0 and "coverage of fusable intermediate traffic" in text.stdout
+
+
+def test_cli_missing_model_is_a_clear_error(tmp_path):
+    res = CliRunner().invoke(app, ["suggest", str(tmp_path / "nope.onnx"), "-o", str(tmp_path)])
+    assert res.exit_code == 2
+    assert "model not found" in res.stderr and "Traceback" not in res.output
+
+
+def test_real_export_coverage_rises_and_rules_lint_clean(tmp_path):
+    """On a real export the drafted rules raise coverage and lint clean with the library."""
+    model = SHARED / "families" / "bloom-tiny.ts.onnx"
+    s = suggest([model])
+    (m,) = s.coverage
+    assert m.after > m.before + 0.3
+    assert m.after == pytest.approx(m.reach, abs=0.02)
+    assert m.reach <= m.ceiling + 1e-9
+    for d in s.rules:
+        (tmp_path / f"{d.name}.yaml").write_text(d.text)
+    repo_rules = Path(__file__).resolve().parents[2] / "rules"
+    assert lint_paths([tmp_path, repo_rules], set_checks=True).diagnostics == ()
+
+
+def test_suggested_from_one_exporter_helps_the_other(tmp_path):
+    from ruleengine.pipeline import analyze
+
+    s = suggest([SHARED / "families" / "opt-tiny.ts.onnx"])
+    for d in s.rules:
+        (tmp_path / f"{d.name}.yaml").write_text(d.text)
+    other = SHARED / "families" / "opt-tiny.dynamo.onnx"
+
+    def cov(rules):
+        a = analyze(other, rules, preset="all")
+        return coverage.measure(a.graph, [sc.candidate.nodes for sc in a.resolution.chosen])
+
+    assert cov([tmp_path]).coverage > cov([]).coverage + 0.05
