@@ -35,6 +35,7 @@ def summary_json(s: Suggestion) -> dict:
                 "models": list(d.cluster.models),
                 "bytes_saved": d.cluster.bytes_saved,
                 "ops": len(d.cluster.instances[0].units),
+                "tests": [f"{d.name}.tests/{f}" for f in d.tests],
             }
             for d in s.rules
         ],
@@ -132,6 +133,8 @@ def suggest_command(
         )
         data = summary_json(result)
         files = {f"{d.name}.yaml": d.text.encode() for d in result.rules}
+        for d in result.rules:
+            files.update({f"{d.name}.tests/{f}": t.encode() for f, t in d.tests.items()})
         files[SUMMARY_FILE] = (json.dumps(data, indent=2) + "\n").encode()
         write_atomically(output, files, protect=tuple(models))
         if fmt is Format.json:

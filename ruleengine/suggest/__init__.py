@@ -78,11 +78,13 @@ def suggest(
     baseline = []
     names = _display_names(models)
     priorities: dict[str, int] = {}
+    graphs = {}
     for path, name in zip(models, names, strict=True):
         note(f"analysing {name}")
         analysis = analyze(path, rules, preset=preset, target=target)
         priorities.update({r.name: r.priority for r in analysis.rule_set.rules})
         graph = analysis.graph
+        graphs[name] = graph
         chosen = analysis.resolution.chosen
         groups = [sc.candidate.nodes for sc in chosen]
         edges = coverage.fusable_edges(graph)
@@ -136,8 +138,47 @@ def suggest(
         priority = fitting_priority(absorbed, priorities)
         _, text = draft(c, name, priority, target)
         drafts.append(DraftRule(name, text, c, priority))
+    note("generating and running the rule tests")
+    drafts, failed = _with_tests(drafts, graphs)
+    dropped += failed
     report = _measure_after(baseline, drafts, rules, preset, target, note)
     return Suggestion(tuple(drafts), tuple(dropped), report, target)
+
+
+def _with_tests(drafts: list[DraftRule], graphs) -> tuple[list[DraftRule], list[tuple[str, str]]]:
+    """Each draft with its rule tests, each test run by the rule-test runner: a draft
+    whose positive test fails is dropped; a negative that matches is cut elsewhere."""
+    from dataclasses import replace
+
+    from ruleengine.ruletest.model import Status
+    from ruleengine.ruletest.run import run_tests
+    from ruleengine.suggest.ruletests import MAX_CUT_ATTEMPTS, rule_tests
+
+    out: list[DraftRule] = []
+    failed: list[tuple[str, str]] = []
+    for d in drafts:
+        graph = graphs[d.cluster.instances[0].model]
+        passed = None
+        for attempt in range(MAX_CUT_ATTEMPTS):
+            tests = rule_tests(graph, d, attempt)
+            with tempfile.TemporaryDirectory(prefix="autofusion-suggest-") as tmp:
+                folder = Path(tmp)
+                (folder / f"{d.name}.yaml").write_text(d.text, encoding="utf-8")
+                (folder / f"{d.name}.tests").mkdir()
+                for fname, text in tests.items():
+                    (folder / f"{d.name}.tests" / fname).write_text(text, encoding="utf-8")
+                run = run_tests([folder])
+            status = {Path(o.test_file).name: o.status for o in run.outcomes}
+            if status.get("positive_region.onnxtxt") is not Status.PASS:
+                break  # the rule does not find its own region: no rule
+            if all(s is Status.PASS for s in status.values()) and len(status) == len(tests):
+                passed = replace(d, tests=tests)
+                break
+        if passed is None:
+            failed.append((d.name, "its generated tests do not pass"))
+        else:
+            out.append(passed)
+    return out, failed
 
 
 def _label(c: Cluster) -> str:

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 
 @dataclass(frozen=True)
@@ -50,6 +51,7 @@ class DraftRule:
     text: str
     cluster: Cluster
     priority: int
+    tests: Mapping[str, str] = field(default_factory=dict)  # file in <name>.tests/ -> text
 
 
 @dataclass(frozen=True)

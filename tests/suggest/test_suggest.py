@@ -167,3 +167,31 @@ def test_suggested_from_one_exporter_helps_the_other(tmp_path):
         return coverage.measure(a.graph, [sc.candidate.nodes for sc in a.resolution.chosen])
 
     assert cov([tmp_path]).coverage > cov([]).coverage + 0.05
+
+
+def test_generated_rule_tests_pass_and_fail_on_a_broken_rule(case, tmp_path):
+    """Each drafted rule comes with a positive (its region) and a negative (a near
+    structure) in the layout `autofusion test` runs; they pass, and break with the rule."""
+    from ruleengine.ruletest.model import Status
+    from ruleengine.ruletest.run import run_tests
+
+    model, rule = case
+    out = tmp_path / "out"
+    res = CliRunner().invoke(app, ["suggest", str(model), "-r", str(rule), "-o", str(out)])
+    assert res.exit_code == 0, res.output
+    drafts = sorted(out.glob("*.yaml"))
+    assert drafts
+    for d in drafts:
+        tests = sorted(p.name for p in (out / f"{d.stem}.tests").iterdir())
+        assert tests == ["negative_link_cut.onnxtxt", "positive_region.onnxtxt"]
+    run = run_tests([out])
+    assert run.outcomes and all(o.status is Status.PASS for o in run.outcomes)
+    # the positive pins the rule: drop the rule's last op and the test fails
+    first = drafts[0]
+    data = yaml.safe_load(first.read_text())
+    data["match"]["ops"] = data["match"]["ops"][:-1]
+    first.write_text(yaml.safe_dump(data, sort_keys=False))
+    broken = run_tests([first])
+    assert any(o.status is Status.FAIL for o in broken.outcomes)
+    res = CliRunner().invoke(app, ["test", str(out)])
+    assert res.exit_code == 1
