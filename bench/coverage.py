@@ -1,12 +1,20 @@
 """Coverage of the bundled rule library on real models, beside onnxruntime's own fusions.
 
-For every model in ../shared/models, every light model shipped inside the ``onnx``
-package (onnx/backend/test/data/light/*.onnx) and LLaMA-7B-shaped synthetic decoder
-layers (shapes only, ``llama7b_shaped``) it reports: fused groups per rule, nodes
-before/after, HBM traffic before/after (the cost model's numbers on the target), and the
-fraction of *fusable intermediate traffic* that the chosen groups capture; and, beside
-it, what onnxruntime's ORT_ENABLE_EXTENDED optimizer does on CPU (node count after, the
-fused op types it introduced).
+For every model in ../shared/models and ../shared/models/families, every light model
+shipped inside the ``onnx`` package (onnx/backend/test/data/light/*.onnx) and
+LLaMA-7B-shaped synthetic decoder layers (shapes only, ``llama7b_shaped``) it reports:
+fused groups per rule, nodes before/after, HBM traffic before/after (the cost model's
+numbers on the target), the fraction of *fusable intermediate traffic* that the chosen
+groups capture, the fuse-everything and epilogue-only ceilings of the traffic reduction,
+whether the model meets its family's acceptance bars, and, beside it, what onnxruntime's
+ORT_ENABLE_EXTENDED optimizer does on CPU (node count after, the fused op types it
+introduced). ``--markdown`` prints the results table of README.md.
+
+Family: a model is a *transformer* when a Softmax output reaches a MatMul/Gemm/Einsum
+(the attention signature), else a *cnn*. Structural, so an export of a family nobody
+listed is classified the same way. Bars (issue 11): transformer: coverage >= 80% and
+traffic reduction >= min(30%, 0.8 x fuse-everything ceiling); cnn: traffic reduction >=
+0.8 x epilogue-only ceiling (the Conv+BN(+activation) bar is in tests/library/test_bars.py).
 
 Fusable intermediate traffic, coverage and the traffic ceilings are defined once, in
 ``ruleengine/coverage.py`` (its docstring gives the definitions the acceptance bars use);
@@ -35,8 +43,8 @@ import onnx
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED_MODELS = ROOT / ".." / "shared" / "models"
-TRANSFORMER_FAMILIES = ("bert", "gpt2", "llama")  # llama7b-shaped-* too
-CNN_FAMILIES = ("resnet",)
+FAMILY_MODELS = SHARED_MODELS / "families"
+CUBE_MATMULS = frozenset({"MatMul", "Gemm", "Einsum"})
 
 
 def light_models() -> list[Path]:
@@ -46,13 +54,32 @@ def light_models() -> list[Path]:
 
 
 def shared_models() -> list[Path]:
-    return sorted(SHARED_MODELS.resolve().glob("*.onnx")) if SHARED_MODELS.is_dir() else []
+    """Every model in ../shared/models and ../shared/models/families."""
+    out: list[Path] = []
+    for folder in (SHARED_MODELS, FAMILY_MODELS):
+        if folder.is_dir():
+            out += sorted(folder.resolve().glob("*.onnx"))
+    return out
 
 
 def family(path: Path) -> str:
-    name = path.name
-    if any(name.startswith(f) for f in TRANSFORMER_FAMILIES):
-        return "transformer"
+    """'transformer' when a Softmax output reaches a MatMul/Gemm/Einsum through non-cube
+    ops (casts, NaN guards, dropout), else 'cnn'."""
+    graph = onnx.load(str(path), load_external_data=False).graph
+    consumers: dict[str, list] = collections.defaultdict(list)
+    for node in graph.node:
+        for t in node.input:
+            consumers[t].append(node)
+    for node in graph.node:
+        if node.op_type != "Softmax":
+            continue
+        frontier, seen = list(node.output), 0
+        while frontier and seen < 64:
+            seen += 1
+            for c in consumers.get(frontier.pop(), ()):
+                if c.op_type in CUBE_MATMULS:
+                    return "transformer"
+                frontier.extend(c.output)
     return "cnn"
 
 
@@ -87,6 +114,16 @@ class Coverage:
     @property
     def hbm_reduction(self) -> float:
         return 1.0 - self.hbm_after / self.hbm_before if self.hbm_before else 0.0
+
+    def bars(self) -> dict[str, bool]:
+        """The acceptance bars of the model's family (issue 11, docs/rule-library.md)."""
+        if self.family == "transformer":
+            traffic_bar = min(0.30, 0.8 * self.ceiling_fuse_everything)
+            return {
+                "coverage": self.captured >= 0.80,
+                "traffic": self.hbm_reduction >= traffic_bar - 1e-9,
+            }
+        return {"epilogue": self.hbm_reduction >= 0.8 * self.ceiling_epilogue_only - 1e-9}
 
 
 def measure(
@@ -268,31 +305,55 @@ def _kb(n: int) -> str:
 
 def render(rows: list[Coverage]) -> str:
     head = (
-        f"{'model':34} {'nodes':>11} {'ORT':>4} {'HBM before->after':>20} {'less':>6} "
-        f"{'ceiling':>7} {'fusable':>8} {'captured':>8}  groups per rule / ORT fused op types"
+        f"{'model':40} {'fam':4} {'nodes':>11} {'ORT':>4} {'HBM before->after':>20} "
+        f"{'less':>6} {'ceiling':>7} {'epi':>6} {'fusable':>8} {'captured':>8} bars "
+        " groups per rule / ORT fused op types"
     )
     lines = [head, "-" * len(head)]
     for r in rows:
         groups = ", ".join(f"{k} {v}" for k, v in r.groups.items()) or "-"
         lines.append(
-            f"{r.model:34} {r.nodes_before:>5}->{r.nodes_after:<5} "
+            f"{r.model:40} {r.family[:4]:4} {r.nodes_before:>5}->{r.nodes_after:<5} "
             f"{r.ort_nodes_after if r.ort_nodes_after is not None else '-':>4} "
             f"{_kb(r.hbm_before):>9}->{_kb(r.hbm_after):<9} {r.hbm_reduction:>6.1%} "
-            f"{r.ceiling_fuse_everything:>7.1%} "
-            f"{_kb(r.fusable_bytes):>8} {r.captured:>8.1%}  {groups}"
+            f"{r.ceiling_fuse_everything:>7.1%} {r.ceiling_epilogue_only:>6.1%} "
+            f"{_kb(r.fusable_bytes):>8} {r.captured:>8.1%} "
+            f"{'met' if all(r.bars().values()) else 'NOT'}  {groups}"
         )
         if r.ort_fused_types:
-            lines.append(f"{'':34} ORT: {', '.join(r.ort_fused_types)}")
+            lines.append(f"{'':40} ORT: {', '.join(r.ort_fused_types)}")
+    return "\n".join(lines)
+
+
+def render_markdown(rows: list[Coverage]) -> str:
+    """The results table of README.md (one row per model)."""
+    lines = [
+        "| model | family | nodes -> after (ORT) | HBM less | ceiling / epilogue-only "
+        "| captured | bars |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for r in rows:
+        missed = [name for name, ok in r.bars().items() if not ok]
+        ort = r.ort_nodes_after if r.ort_nodes_after is not None else "-"
+        lines.append(
+            f"| {r.model.removesuffix('.onnx')} | {r.family} | "
+            f"{r.nodes_before} -> {r.nodes_after} ({ort}) | {r.hbm_reduction:.1%} | "
+            f"{r.ceiling_fuse_everything:.1%} / {r.ceiling_epilogue_only:.1%} | "
+            f"{r.captured:.1%} | {'met' if not missed else 'not met: ' + ', '.join(missed)} |"
+        )
     return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("models", nargs="*", type=Path, help="models (default: shared + light)")
+    ap.add_argument(
+        "models", nargs="*", type=Path, help="models (default: shared + families + light)"
+    )
     ap.add_argument("--preset", default="all")
     ap.add_argument("--target", default="ascend910b")
     ap.add_argument("--solver", default="exact", choices=("exact", "greedy"))
     ap.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    ap.add_argument("--markdown", action="store_true", help="print README's results table")
     ap.add_argument("--no-ort", action="store_true", help="skip onnxruntime's optimizer")
     ap.add_argument("--no-synthetic", action="store_true", help="skip the LLaMA-7B-shaped models")
     args = ap.parse_args(argv)
@@ -305,18 +366,20 @@ def main(argv: list[str] | None = None) -> int:
         if not args.no_ort and path not in synthetic:  # no weights: ORT cannot load them
             cov.ort_nodes_after, cov.ort_fused_types = ort_extended(path)
         rows.append(cov)
-        if not args.json:
-            print(f"  {path.name}: {cov.seconds:.2f}s", file=sys.stderr)
+        print(f"  {path.name}: {cov.seconds:.2f}s", file=sys.stderr)
     if args.json:
         out = [
             {
                 **asdict(r),
                 "captured": round(r.captured, 4),
                 "hbm_reduction": round(r.hbm_reduction, 4),
+                "bars": r.bars(),
             }
             for r in rows
         ]
         print(json.dumps({"schema_version": 1, "target": args.target, "models": out}, indent=2))
+    elif args.markdown:
+        print(render_markdown(rows))
     else:
         print(render(rows))
     return 0

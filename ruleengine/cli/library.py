@@ -56,8 +56,10 @@ def _entries(paths: list[str], preset: str | None) -> list[dict[str, object]]:
     if preset is not None and preset != "all":
         preset_paths(preset)  # raises UsageError naming the known presets
         names = [preset]
-    for name in names:
-        add(name, [p.as_posix() for p in preset_paths(name)])
+    # each rule under the folder it lives in (the generic folder is part of every preset)
+    folders = dict.fromkeys(folder for name in names for folder in preset_paths(name))
+    for folder in folders:
+        add(folder.name, [folder.as_posix()])
     return entries
 
 

@@ -55,9 +55,28 @@ def test_fusable_edges(tmp_path):
 
 
 def test_family_and_model_lists():
+    """The family is read from the graph (Softmax feeding a MatMul), not from the file
+    name: hybrids with attention (MobileViT, wav2vec2) are transformers, PoolFormer (no
+    attention) and the light CNNs are not; the families folder is part of the model list."""
     assert bench.family(MODELS / "llama-tiny.ts.onnx") == "transformer"
     assert bench.family(MODELS / "resnet18-narrow.ts.onnx") == "cnn"
+    families = MODELS / "families"
+    assert bench.family(families / "mobilevit-xxs.dynamo.onnx") == "transformer"
+    assert bench.family(families / "wav2vec2-tiny.ts.onnx") == "transformer"
+    assert bench.family(families / "poolformer-narrow.dynamo.onnx") == "cnn"
+    assert all(bench.family(p) == "cnn" for p in bench.light_models())
+    listed = {p.name for p in bench.shared_models()}
+    assert {"bert-tiny.ts.onnx", "bloom-tiny.ts.onnx"} <= listed
     assert len(bench.light_models()) >= 9
+
+
+def test_family_of_renamed_file(tmp_path):
+    """A transformer saved under a CNN-sounding name is still a transformer."""
+    import shutil
+
+    copy = tmp_path / "resnet-like-name.onnx"
+    shutil.copy(MODELS / "bert-tiny.dynamo.onnx", copy)
+    assert bench.family(copy) == "transformer"
 
 
 def test_torchscript_unknown_dims_are_resolved_without_binding():

@@ -26,7 +26,11 @@ def test_library_size_and_presets():
     everything = load_rule_set([], preset="all").rules
     assert len(everything) >= 24
     assert {r.name for r in everything} == {r.name for r in cnn} | {r.name for r in transformer}
-    assert [p.name for p in preset_paths("all")] == ["cnn", "transformer"]
+    assert [p.name for p in preset_paths("all")] == ["cnn", "generic", "transformer"]
+    # the rules written by op class belong to every preset
+    generic = {r.name for r in load_rule_set([], preset="generic").rules}
+    assert {"cube_epilogue", "norm_epilogue", "attention_core"} <= generic
+    assert generic <= {r.name for r in cnn} and generic <= {r.name for r in transformer}
 
 
 def test_check_strict_is_clean():
@@ -73,7 +77,9 @@ def test_rules_list_preset_and_json():
     assert data["schema_version"] == 1
     names = [r["name"] for r in data["rules"]]
     assert "sdpa" in names and "conv_bn" not in names
-    assert all(r["preset"] == "transformer" and r["description"] for r in data["rules"])
+    assert all(
+        r["preset"] in ("transformer", "generic") and r["description"] for r in data["rules"]
+    )
 
 
 def test_rules_list_paths(tmp_path):
@@ -91,4 +97,4 @@ def test_rules_list_unknown_preset():
     assert res.exit_code == 2
     assert res.stdout == ""
     assert "unknown preset 'nope'" in res.stderr
-    assert "cnn, transformer, all" in res.stderr
+    assert "cnn, generic, transformer, all" in res.stderr
