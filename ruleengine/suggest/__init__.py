@@ -159,21 +159,24 @@ def _with_tests(drafts: list[DraftRule], graphs) -> tuple[list[DraftRule], list[
     for d in drafts:
         graph = graphs[d.cluster.instances[0].model]
         passed = None
-        for attempt in range(MAX_CUT_ATTEMPTS):
-            tests = rule_tests(graph, d, attempt)
-            with tempfile.TemporaryDirectory(prefix="autofusion-suggest-") as tmp:
-                folder = Path(tmp)
-                (folder / f"{d.name}.yaml").write_text(d.text, encoding="utf-8")
-                (folder / f"{d.name}.tests").mkdir()
-                for fname, text in tests.items():
-                    (folder / f"{d.name}.tests" / fname).write_text(text, encoding="utf-8")
-                run = run_tests([folder])
-            status = {Path(o.test_file).name: o.status for o in run.outcomes}
-            if status.get("positive_region.onnxtxt") is not Status.PASS:
+        also: tuple = ()
+        attempt = 0
+        while attempt < MAX_CUT_ATTEMPTS:
+            tests = rule_tests(graph, d, attempt, also)
+            outcomes = _run(d, tests, run_tests)
+            positive = outcomes.get("positive_region.onnxtxt")
+            if positive is None or positive.missing:
                 break  # the rule does not find its own region: no rule
-            if all(s is Status.PASS for s in status.values()) and len(status) == len(tests):
-                passed = replace(d, tests=tests)
+            if positive.unexpected and not also:
+                also = tuple(positive.unexpected)  # overlapping matches: expected too
+                continue
+            if positive.status is Status.PASS and all(
+                o.status is Status.PASS for o in outcomes.values()
+            ):
+                if len(outcomes) == len(tests):
+                    passed = replace(d, tests=tests)
                 break
+            attempt += 1
         if passed is None:
             failed.append((d.name, "its generated tests do not pass"))
         else:
@@ -183,6 +186,18 @@ def _with_tests(drafts: list[DraftRule], graphs) -> tuple[list[DraftRule], list[
 
 def _label(c: Cluster) -> str:
     return " ".join(u.label for u in c.instances[0].units)
+
+
+def _run(d: DraftRule, tests, run_tests) -> dict:
+    """Run ``tests`` of draft ``d`` with the rule-test runner: file name -> outcome."""
+    with tempfile.TemporaryDirectory(prefix="autofusion-suggest-") as tmp:
+        folder = Path(tmp)
+        (folder / f"{d.name}.yaml").write_text(d.text, encoding="utf-8")
+        (folder / f"{d.name}.tests").mkdir()
+        for fname, text in tests.items():
+            (folder / f"{d.name}.tests" / fname).write_text(text, encoding="utf-8")
+        run = run_tests([folder])
+    return {Path(o.test_file).name: o for o in run.outcomes}
 
 
 def _display_names(models: Sequence[str | Path]) -> list[str]:

@@ -89,15 +89,105 @@ def find_regions(
             changed = True
         if not changed:
             break
+    if absorb and max_ops is None:
+        _move_nodes(graph, target, memo, edges, parts, part_of, locked=set())
     regions = []
     for members in parts.values():
         if len(members) < 2 or members in baseline:
             continue
-        scored = accepted[members]
+        scored = accepted.get(members) or score_one(
+            graph, _candidate(graph, members), None, target, memo=memo
+        )
         cost = scored.cost  # type: ignore[attr-defined]
         nodes = tuple(sorted(members, key=pos.__getitem__))
         regions.append(Region(nodes, cost.bytes_saved, cost.net_bytes))
     return tuple(sorted(regions, key=lambda r: pos[r.nodes[0]]))
+
+
+def _components(graph: Graph, members: frozenset[str]) -> list[frozenset[str]]:
+    """The weakly connected pieces of a node set (links: a tensor from one to another)."""
+    left = set(members)
+    out = []
+    while left:
+        seed = min(left)
+        piece = {seed}
+        stack = [seed]
+        left.discard(seed)
+        while stack:
+            node = graph.node(stack.pop())
+            near = [graph.tensors[t].producer for t in node.inputs if t]
+            near += [c for t in node.outputs if t for c, _ in graph.tensors[t].consumers]
+            for m in near:
+                if m in left:
+                    left.discard(m)
+                    piece.add(m)
+                    stack.append(m)
+        out.append(frozenset(piece))
+    return out
+
+
+def _move_nodes(graph, target, memo, edges, parts, part_of, locked, rounds: int = 3) -> None:  # noqa: ANN001
+    """Local search after the greedy merge: move one end of an uncaptured edge (with the
+    views between) into the other end's part when that captures more fusable bytes and
+    every part it touches stays a kernel the cost model accepts. The greedy order can
+    bind a node to the wrong neighbour (a LayerNorm kept with the block before it while
+    its three projections and the residual read its output); this undoes it."""
+    pos = topo_position(graph)
+    incident: dict[str, list[coverage.Edge]] = {}
+    for e in edges.edges:
+        incident.setdefault(e.producer, []).append(e)
+        incident.setdefault(e.consumer, []).append(e)
+
+    def captured(members: frozenset[str]) -> int:
+        seen = set()
+        total = 0
+        for n in members:
+            for e in incident.get(n, ()):
+                if id(e) not in seen and e.producer in members and e.consumer in members:
+                    seen.add(id(e))
+                    total += e.nbytes
+        return total
+
+    def ok(members: frozenset[str]) -> bool:
+        if len(members) < 2:
+            return True
+        sc = score_one(graph, _candidate(graph, members), None, target, memo=memo)
+        return sc.verdict is Verdict.FUSE
+
+    fresh = max(parts, default=0) + 1
+    order = sorted(edges.edges, key=lambda e: (-e.nbytes, pos[e.producer], pos[e.consumer]))
+    for _ in range(rounds):
+        changed = False
+        for e in order:
+            src_of = part_of.get(e.producer)
+            dst_of = part_of.get(e.consumer)
+            if src_of is not None and src_of == dst_of:
+                continue
+            for node, frm, to in ((e.producer, src_of, dst_of), (e.consumer, dst_of, src_of)):
+                moving = {node, *e.via}
+                if to is None or any(part_of.get(v) not in (frm, to, None) for v in e.via):
+                    continue
+                old_from = parts[frm] if frm is not None else frozenset({node})
+                old_to = parts[to]
+                new_to = old_to | moving
+                rest = old_from - moving
+                pieces = _components(graph, rest) if rest else []
+                gain = captured(new_to) + sum(captured(p) for p in pieces)
+                gain -= captured(old_to) + (captured(old_from) if frm is not None else 0)
+                if gain <= 0 or not ok(new_to) or not all(ok(p) for p in pieces):
+                    continue
+                if frm is not None:
+                    del parts[frm]
+                parts[to] = new_to
+                part_of.update(dict.fromkeys(new_to, to))
+                for p in pieces:
+                    parts[fresh] = p
+                    part_of.update(dict.fromkeys(p, fresh))
+                    fresh += 1
+                changed = True
+                break
+        if not changed:
+            break
 
 
 _UNREACHABLE = frozenset(

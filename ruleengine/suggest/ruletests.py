@@ -149,18 +149,26 @@ def region_model(
     return model, node_name
 
 
-def rule_tests(graph: Graph, draft: DraftRule, attempt: int = 0) -> dict[str, str]:
+def rule_tests(
+    graph: Graph,
+    draft: DraftRule,
+    attempt: int = 0,
+    also: Sequence[Sequence[str]] = (),
+) -> dict[str, str]:
     """Test file name -> ONNX text with its expectation, for the draft's first instance
-    found in ``graph``; ``attempt`` k cuts the k-th link from the end instead."""
+    found in ``graph``; ``attempt`` k cuts the k-th link from the end instead. ``also``:
+    more node sets (names in the test graph) the rule matches there besides the region
+    (e.g. a composite with and without its optional last op), expected as well."""
     inst = draft.cluster.instances[0]
     nodes = inst.region.nodes
     source = f"# Cut from {inst.model}: nodes {nodes[0]} .. {nodes[-1]} ({len(nodes)} nodes).\n"
     model, names = region_model(graph, nodes)
+    region_line = f"# match: {','.join(names[n] for n in nodes)}\n"
+    more = "".join(f"# match: {','.join(ns)}\n" for ns in also)
+    if more:
+        more = "# It also matches these overlapping node sets (the solver picks one):\n" + more
     files = {
-        "positive_region.onnxtxt": source
-        + f"# match: {','.join(names[n] for n in nodes)}\n"
-        + onnx.printer.to_text(model)
-        + "\n"
+        "positive_region.onnxtxt": source + region_line + more + onnx.printer.to_text(model) + "\n"
     }
     cut = _link(graph, inst, attempt)
     if cut is not None:
