@@ -390,6 +390,34 @@ _CODES: tuple[CodeInfo, ...] = (
         "      input_sources:\n        input0:\n          from_op: 0\nrewrite:\n  target_op: A\n",
         command="check",
     ),
+    CodeInfo(
+        "AF330",
+        "combinatorial-pattern",
+        _E,
+        "A rule expands to more matcher clauses than the budget (256).",
+        "The matcher turns each rule into one Datalog clause per combination of "
+        "alternative, repeat length and composite form; the count is their product "
+        "(8 ops each `repeat: {min: 1, max: 16}` make 16^8). `fuse` refuses such a rule "
+        "(AF546); `check` says so before any model is read.",
+        "name: a\nmatch:\n  ops:\n    - type: Relu\n      repeat: {min: 1, max: 16}\n"
+        "    - type: Sigmoid\n      repeat: {min: 1, max: 16}\n    - type: Tanh\n"
+        "      repeat: {min: 1, max: 16}\nrewrite:\n  target_op: A\n",
+        command="check",
+    ),
+    CodeInfo(
+        "AF331",
+        "ambiguous-repeat",
+        _W,
+        "Two chained repeated ops can bind the same node types.",
+        "A run of n such nodes is matched once per way to split it between the two ops, so "
+        "the answers (and the matching time and memory) grow with the square of the run, "
+        "and with its cube for three such ops. Give one op a fixed count or types that do "
+        "not overlap.",
+        'name: a\nmatch:\n  ops:\n    - type: "@elementwise"\n      repeat: {min: 1, max: 4}\n'
+        '    - type: "@elementwise"\n      repeat: {min: 1, max: 4}\nrewrite:\n'
+        "  target_op: A\n",
+        command="check",
+    ),
     # ------------------------------------------------------- AF5xx reading the ONNX model
     CodeInfo(
         "AF501",

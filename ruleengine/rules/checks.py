@@ -341,11 +341,70 @@ def check_disconnected(rule: Rule) -> list[Diagnostic]:
     return out
 
 
+def _type_set(op: OpPattern) -> frozenset[str]:
+    """The node types an op pattern can bind (classes expanded), for overlap tests."""
+    from ruleengine.ops.classes import op_classes
+
+    info = op_type_info(op.type)
+    if info.kind == "class":
+        return frozenset(op_classes().get(op.type, frozenset()))
+    return frozenset((*info.onnx_types, *info.composites)) or frozenset({op.type})
+
+
+def check_combinatorial(rule: Rule) -> list[Diagnostic]:
+    """A pattern whose expansion grows combinatorially: over the matcher's clause budget
+    (AF330, an error: fuse would refuse it), or two chained repeats of overlapping types
+    (AF331: every run of n nodes is matched once per way to split it)."""
+    from ruleengine.match.compile import MAX_CLAUSES_PER_RULE, clause_count
+    from ruleengine.match.matcher import default_aliases
+
+    out: list[Diagnostic] = []
+    n = clause_count(rule, default_aliases())
+    if n > MAX_CLAUSES_PER_RULE:
+        culprit = max(
+            (op for alt in rule.alternatives for op in alt.ops),
+            key=lambda op: op.repeat_max - op.repeat_min,
+            default=None,
+        )
+        where = _loc(rule, culprit, "repeat") if culprit is not None else rule.location
+        out.append(
+            codes.make(
+                "combinatorial-pattern",
+                f"rule {rule.name} expands to {n:,} matcher clauses (budget "
+                f"{MAX_CLAUSES_PER_RULE}): repeat ranges, branches and op classes multiply",
+                where,
+                hint="lower repeat.max, use fewer op classes or composites in a row, or split "
+                "the rule",
+            )
+        )
+    for alt in rule.alternatives:
+        for i in range(1, len(alt.ops)):
+            a, b = alt.ops[i - 1], alt.ops[i]
+            if (
+                a.repeat_max > a.repeat_min
+                and b.repeat_max > b.repeat_min
+                and alt.chains_to_previous(i)
+                and _type_set(a) & _type_set(b)
+            ):
+                out.append(
+                    codes.make(
+                        "ambiguous-repeat",
+                        f"{a.type} (repeat {a.repeat_min}..{a.repeat_max}) followed by "
+                        f"{b.type} (repeat {b.repeat_min}..{b.repeat_max}): a run of nodes "
+                        "both can bind is matched once per way to split it",
+                        _loc(rule, b, "repeat"),
+                        hint="give one of the two a fixed count, or types that do not overlap",
+                    )
+                )
+    return out
+
+
 RULE_CHECKS: dict[str, Callable[[Rule], list[Diagnostic]]] = {
     "unknown-param": check_unknown_params,
     "no-hbm-saving": check_no_hbm_saving,
     "never-matches": check_never_matches,
     "disconnected-pattern": check_disconnected,
+    "combinatorial-pattern": check_combinatorial,
 }
 
 
@@ -394,21 +453,13 @@ def _onnx_params(op: OpPattern) -> dict[str, Any]:
     return out
 
 
-def _params_compatible(a: Sequence[OpPattern], b: Sequence[OpPattern]) -> bool:
-    """False when some op is given two different values for one param (disjoint matches)."""
-    for x, y in zip(a, b, strict=True):
-        px, py = _onnx_params(x), _onnx_params(y)
-        for key in set(px) & set(py):
-            if not values_equal(px[key], py[key]):
-                return False
-    return True
-
-
 def check_priority_conflicts(rules: Sequence[Rule]) -> list[Diagnostic]:
     """Same priority and same op sequence (after alias resolution), params not disjoint.
 
     Alternatives are bucketed by (priority, signature), so a large rule set costs time
-    linear in its size plus the (rare) pairs inside one bucket.
+    linear in its size plus the pairs inside one bucket. Rules that conflict are reported
+    as one finding per group (connected by pairwise conflicts), not one per pair: 800
+    same-priority copies of one pattern are one finding, not 319,600.
     """
     buckets: dict[tuple, list[tuple[int, Rule, MatchAlternative]]] = {}
     active = [r for r in rules if r.enabled]
@@ -416,29 +467,72 @@ def check_priority_conflicts(rules: Sequence[Rule]) -> list[Diagnostic]:
         for alt in rule.alternatives:
             key = (rule.priority, _signature(alt.ops))
             buckets.setdefault(key, []).append((order, rule, alt))
-    found: dict[tuple[int, int], tuple[Rule, Rule, MatchAlternative]] = {}
+    parent: dict[int, int] = {}
+
+    def find(x: int) -> int:
+        while parent.setdefault(x, x) != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    first_alt: dict[int, MatchAlternative] = {}
     for entries in buckets.values():
+        params = [[_onnx_params(op) for op in alt.ops] for _, _, alt in entries]
         for i, (oa, a, alt_a) in enumerate(entries):
-            for ob, b, alt_b in entries[i + 1 :]:
-                if oa == ob or a.name == b.name or (oa, ob) in found:
+            for j in range(i + 1, len(entries)):
+                ob, b, _ = entries[j]
+                if oa == ob or a.name == b.name or find(oa) == find(ob):
                     continue
-                if _params_compatible(alt_a.ops, alt_b.ops):
-                    found[(oa, ob)] = (a, b, alt_a)
+                if _params_agree(params[i], params[j]):
+                    parent[find(ob)] = find(oa)
+                    first_alt.setdefault(oa, alt_a)
+    groups: dict[int, list[int]] = {}
+    for order in sorted(parent):
+        groups.setdefault(find(order), []).append(order)
     out = []
-    for (_, _), (a, b, alt) in sorted(found.items()):
+    for members in sorted(groups.values()):
+        if len(members) < 2:
+            continue
+        group = [active[o] for o in members]
+        a, b = group[0], group[1]
+        alt = first_alt.get(members[0]) or a.alternatives[0]
         seq = " -> ".join(op.type for op in alt.ops)
+        if len(group) == 2:
+            message = (
+                f"rules {a.name!r} ({a.location}) and {b.name!r} ({b.location}) both "
+                f"match {seq} with priority {a.priority}"
+            )
+        else:
+            shown = ", ".join(f"{r.name!r}" for r in group[:MAX_NAMED])
+            more = f" and {len(group) - MAX_NAMED} more" if len(group) > MAX_NAMED else ""
+            message = (
+                f"{len(group)} rules match {seq} with priority {a.priority}: {shown}{more} "
+                f"(first at {a.location})"
+            )
         out.append(
             codes.make(
                 "priority-conflict",
-                f"rules {a.name!r} ({a.location}) and {b.name!r} ({b.location}) both "
-                f"match {seq} with priority {a.priority}",
+                message,
                 b.location,
                 hint=f"raise the priority of the rule that should win (e.g. "
                 f"priority: {a.priority + 1}), or make the patterns differ",
-                related=tuple(x for x in (a.location,) if x),
+                related=tuple(r.location for r in group if r is not b and r.location),
             )
         )
     return out
+
+
+MAX_NAMED = 5  # rule names spelt out in a grouped priority-conflict message
+
+
+def _params_agree(a: list[dict[str, Any]], b: list[dict[str, Any]]) -> bool:
+    """False when some op is given two different values for one param (disjoint matches);
+    the params are computed once per alternative, not once per pair."""
+    for px, py in zip(a, b, strict=True):
+        for key in set(px) & set(py):
+            if not values_equal(px[key], py[key]):
+                return False
+    return True
 
 
 SET_CHECKS: dict[str, Callable[[Sequence[Rule]], list[Diagnostic]]] = {
