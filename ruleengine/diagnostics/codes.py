@@ -394,7 +394,7 @@ _CODES: tuple[CodeInfo, ...] = (
         "AF330",
         "combinatorial-pattern",
         _E,
-        "A rule expands to more matcher clauses than the budget (256).",
+        "A rule expands to more matcher clauses than the budget (1,024).",
         "The matcher turns each rule into one Datalog clause per combination of "
         "alternative, repeat length and composite form; the count is their product "
         "(8 ops each `repeat: {min: 1, max: 16}` make 16^8). `fuse` refuses such a rule "

@@ -44,8 +44,8 @@ _RARITY = (
 # clause is a separate query; with repeated ops of overlapping types every clause answers
 # at every anchor, so cost grows with this product (measured: 3 @elementwise ops each
 # repeat 1..16, 4,096 clauses, took 54 s and 3 GB on a 200-node chain). The bundled
-# library needs at most 90; `check` refuses more than this (AF330) before any model.
-MAX_CLAUSES_PER_RULE = 256
+# library needs at most 336 (norm_epilogue); `check` refuses more (AF330) before any model.
+MAX_CLAUSES_PER_RULE = 1024
 PAD = "-"  # head padding for clauses with fewer node variables than the head
 
 
