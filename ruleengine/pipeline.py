@@ -108,6 +108,7 @@ def analyze(
     target: str | Target = DEFAULT_TARGET,
     solver: str = "exact",
     dims: Mapping[str, int] | None = None,
+    input_shapes: Mapping[str, Sequence[int]] | None = None,
     enable: Sequence[str] = (),
     disable: Sequence[str] = (),
     benefit_threshold: float | None = None,
@@ -163,7 +164,7 @@ def analyze(
     tgt = target if isinstance(target, Target) else load_target(target)
     lap("rules")
     _note(progress, f"loading model {Path(model).name}")
-    graph = load_graph(model, dims or {})
+    graph = load_graph(model, dims or {}, input_shapes)
     lap("graph")
     _note(progress, f"matching {len(rule_set.rules)} rules on {len(graph.nodes)} nodes")
     match = find_candidates(graph, rule_set)
@@ -185,6 +186,7 @@ def fuse(
     target: str | Target = DEFAULT_TARGET,
     solver: str = "exact",
     dims: Mapping[str, int] | None = None,
+    input_shapes: Mapping[str, Sequence[int]] | None = None,
     enable: Sequence[str] = (),
     disable: Sequence[str] = (),
     benefit_threshold: float | None = None,
@@ -219,6 +221,7 @@ def fuse(
         target=target,
         solver=solver,
         dims=dims,
+        input_shapes=input_shapes,
         enable=enable,
         disable=disable,
         benefit_threshold=benefit_threshold,

@@ -22,6 +22,7 @@ from ruleengine.cli.common import (
     examples,
     guarded,
     parse_dims,
+    parse_input_shapes,
     warn_inputs,
 )
 from ruleengine.cost.model import ScoredCandidate, Target, Verdict
@@ -248,7 +249,9 @@ def compare_text(exact: Resolution, greedy: Resolution, model: str, target: str)
     return "\n".join(lines) + "\n"
 
 
-def _run_analysis(model, rules, preset, target, solver, dim, benefit_threshold, time_limit):
+def _run_analysis(
+    model, rules, preset, target, solver, dim, benefit_threshold, time_limit, input_shape=()
+):
     from ruleengine.paths import check_input_file
     from ruleengine.pipeline import analyze
 
@@ -260,6 +263,7 @@ def _run_analysis(model, rules, preset, target, solver, dim, benefit_threshold, 
         target=target,
         solver=solver,
         dims=parse_dims(dim),
+        input_shapes=parse_input_shapes(list(input_shape)),
         benefit_threshold=benefit_threshold,
         time_limit_s=time_limit,
     )
@@ -273,6 +277,9 @@ _PRESET = typer.Option(
 )
 _TARGET = typer.Option("ascend910b", "--target", "-t", help="Target name or YAML file.")
 _DIM = typer.Option([], "--dim", help="Bind a symbolic dimension: name=value.")
+_INPUT_SHAPE = typer.Option(
+    [], "--input-shape", help="Set a graph input's shape: NAME:d0,d1,... (several allowed)."
+)
 _THRESHOLD = typer.Option(None, "--benefit-threshold", help="Minimum relative HBM gain.")
 _TIME = typer.Option(30.0, "--time-limit", help="Exact solver time limit (s).")
 _FORMAT = typer.Option(Format.text, "--format", "-f", help="Output format.")
@@ -295,6 +302,7 @@ def explain_command(
     target: str = _TARGET,
     solver: Solver = typer.Option(Solver.exact, "--solver", help="Conflict resolution."),
     dim: list[str] = _DIM,
+    input_shape: list[str] = _INPUT_SHAPE,
     benefit_threshold: float | None = _THRESHOLD,
     time_limit: float = _TIME,
     rule: list[str] = typer.Option([], "--rule", help="Show only these rules (several)."),
@@ -314,7 +322,15 @@ def explain_command(
                 f"known: {', '.join(known_verdicts)}"
             )
         analysis = _run_analysis(
-            model, rules, preset, target, solver.value, dim, benefit_threshold, time_limit
+            model,
+            rules,
+            preset,
+            target,
+            solver.value,
+            dim,
+            benefit_threshold,
+            time_limit,
+            input_shape,
         )
         if verdict:
             rows = final_verdicts(analysis.scored, analysis.resolution)
@@ -356,6 +372,7 @@ def compare_command(
     preset: Preset | None = _PRESET,
     target: str = _TARGET,
     dim: list[str] = _DIM,
+    input_shape: list[str] = _INPUT_SHAPE,
     benefit_threshold: float | None = _THRESHOLD,
     time_limit: float = _TIME,
     fmt: Format = _FORMAT,
@@ -366,7 +383,15 @@ def compare_command(
         from ruleengine.resolve import resolve
 
         analysis = _run_analysis(
-            model, rules, preset, target, "exact", dim, benefit_threshold, time_limit
+            model,
+            rules,
+            preset,
+            target,
+            "exact",
+            dim,
+            benefit_threshold,
+            time_limit,
+            input_shape,
         )
         greedy = resolve(analysis.graph, analysis.scored, solver="greedy")
         if fmt is Format.json:

@@ -81,6 +81,29 @@ def _bad_dim(message: str) -> UsageError:
     return UsageError(message, (make("bad-dim-flag", message, hint="write --dim name=value"),))
 
 
+def parse_input_shapes(values: list[str]) -> dict[str, tuple[int, ...]]:
+    """--input-shape NAME:d0,d1,... (several; ATC's ``--input_shape`` convention) ->
+    {name: sizes}. Only the syntax is checked here; the loader checks the sizes against
+    the model (unknown input, rank, non-positive, overflow: AF510-AF514)."""
+    shapes: dict[str, tuple[int, ...]] = {}
+    for item in values:
+        name, sep, text = item.strip().rpartition(":")  # ONNX names may hold ':'
+        parts = [p.strip() for p in text.split(",")]
+        ok = bool(sep and name and text.strip()) and all(
+            p.isascii() and p.lstrip("-").isdigit() for p in parts
+        )
+        if not ok:
+            raise UsageError(
+                f"bad --input-shape {item!r}: expected NAME:d0,d1,... with integer sizes, "
+                "e.g. input_ids:1,128"
+            )
+        dims = tuple(int(p) for p in parts)
+        if shapes.get(name, dims) != dims:
+            raise UsageError(f"--input-shape {name} given twice with different shapes")
+        shapes[name] = dims
+    return shapes
+
+
 def fail(message: str, hint: str | None = None) -> typer.Exit:
     """Print an error to stderr and return the Exit(2) to raise."""
     typer.echo(f"error: {message}", err=True)
@@ -152,8 +175,12 @@ def warn_inputs(graph=None, rule_set=None) -> None:  # noqa: ANN001 - stage reco
             err=True,
         )
     if graph.unbound_dims:
+        names = {axis: name for name, axis in graph.dim_sources.items()}
+        shown = ", ".join(
+            f"{axis} ({names[axis]})" if axis in names else axis for axis in graph.unbound_dims
+        )
         typer.echo(
-            f"note: unbound symbolic dims: {', '.join(graph.unbound_dims)} "
-            "(bind them with --dim name=value; candidates of unknown size are not fused)",
+            f"note: unbound input dims: {shown} (bind them with --input-shape NAME:d0,d1,... "
+            "or --dim name=value; candidates of unknown size are not fused)",
             err=True,
         )

@@ -25,6 +25,7 @@ from ruleengine.cli.common import (
     examples,
     guarded,
     parse_dims,
+    parse_input_shapes,
     warn_inputs,
 )
 
@@ -76,6 +77,9 @@ def fuse_command(
         [], "--disable", help=f"Never these rules (several allowed; env {ENV_DISABLE})."
     ),
     dim: list[str] = typer.Option([], "--dim", help="Bind a symbolic dimension: name=value."),
+    input_shape: list[str] = typer.Option(
+        [], "--input-shape", help="Set a graph input's shape: NAME:d0,d1,... (several allowed)."
+    ),
     outdir: Path = typer.Option(Path("out"), "--output", "-o", help="Output directory."),
     verify: bool | None = typer.Option(
         None,
@@ -114,6 +118,7 @@ def fuse_command(
             target=target,
             solver=solver.value,
             dims=parse_dims(dim),
+            input_shapes=parse_input_shapes(input_shape),
             enable=[*enable, *_env_names(ENV_ENABLE)],
             disable=[*disable, *_env_names(ENV_DISABLE)],
             benefit_threshold=benefit_threshold,

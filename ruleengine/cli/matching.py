@@ -20,6 +20,12 @@ from ruleengine.cli.common import (
 )
 
 
+def parse_input_shapes(values: list[str]) -> dict[str, tuple[int, ...]]:
+    from ruleengine.cli.common import parse_input_shapes as parse
+
+    return parse(values)
+
+
 def _dims(values: list[str]) -> dict[str, int]:
     from ruleengine.cli.common import parse_dims
 
@@ -99,6 +105,9 @@ def match_command(
         None, "--preset", help="Bundled rule preset (default: all, when no --rules)."
     ),
     dim: list[str] = typer.Option([], "--dim", help="Bind a symbolic dimension: name=value."),
+    input_shape: list[str] = typer.Option(
+        [], "--input-shape", help="Set a graph input's shape: NAME:d0,d1,... (several allowed)."
+    ),
     fmt: Format = typer.Option(Format.text, "--format", "-f", help="Output format."),
     near: bool = typer.Option(
         False, "--near-misses", help="Also list bindings a check rejected, with the reason."
@@ -115,7 +124,7 @@ def match_command(
         check_input_file(model, "model")
         chosen = preset.value if preset else (None if rules else "all")
         rule_set = load_rule_set([str(p) for p in rules], preset=chosen)
-        graph = load_graph(model, _dims(dim))
+        graph = load_graph(model, _dims(dim), parse_input_shapes(input_shape))
         warn_inputs(graph, rule_set)
         result = find_candidates(graph, rule_set)
         if fmt is Format.json:
@@ -145,6 +154,9 @@ def explain_rule_command(
         None, "--model", "-m", help="Also match against this model: candidates, near misses."
     ),
     dim: list[str] = typer.Option([], "--dim", help="Bind a symbolic dimension: name=value."),
+    input_shape: list[str] = typer.Option(
+        [], "--input-shape", help="Set a graph input's shape: NAME:d0,d1,... (several allowed)."
+    ),
 ) -> None:
     """Show how rules are matched: what each op type stands for, or the Datalog program."""
 
@@ -164,7 +176,7 @@ def explain_rule_command(
             from ruleengine.graph import load_graph
             from ruleengine.match import find_candidates
 
-            graph = load_graph(model, _dims(dim))
+            graph = load_graph(model, _dims(dim), parse_input_shapes(input_shape))
             warn_inputs(graph)
             result = find_candidates(graph, rule_set)
             typer.echo("")

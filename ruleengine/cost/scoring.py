@@ -134,18 +134,21 @@ def _kernel_inputs(graph: Graph, io: GroupIO) -> tuple[str, ...]:
 
 
 def _dynamic_reason(graph: Graph, unknown: tuple[str, ...]) -> str:
-    """Which sizes are unknown, and whether ``--dim`` can help."""
+    """Which sizes are unknown, and which graph-input axis to bind (never a name made up
+    by shape inference, which nobody can know)."""
     names = ", ".join(unknown[:3]) + (" ..." if len(unknown) > 3 else "")
-    symbols: dict[str, None] = {}
+    axes: dict[str, None] = {}
     for t in unknown:
         tensor = graph.tensors.get(t)
         for d in (tensor.shape or ()) if tensor is not None else ():
-            if isinstance(d, str):
-                symbols[d] = None
-    if symbols:
-        how = f"bind {', '.join(symbols)} with --dim NAME=VALUE"
+            if isinstance(d, str) and d in graph.dim_sources:
+                axes[f"{graph.dim_sources[d]} ({d})"] = None
+    if axes:
+        how = f"bind {', '.join(axes)} with --input-shape NAME:d0,d1,... or --dim NAME=VALUE"
+    elif graph.unbound_dims:
+        how = f"it depends on unbound input dims {', '.join(graph.unbound_dims[:4])}"
     else:
-        how = "shape inference could not determine it"
+        how = "it depends on data, or shape inference could not determine it"
     return f"size of {names} is not known statically ({how})"
 
 

@@ -8,12 +8,10 @@ can be bound first (``dims``), the rest are reported in ``Graph.unbound_dims``.
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import heapq
-import io
-import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
@@ -25,6 +23,7 @@ from onnx import AttributeProto, TensorProto, helper, numpy_helper
 from ruleengine.diagnostics.model import Diagnostic, Location, Severity
 from ruleengine.errors import GraphLoadError
 from ruleengine.graph.model import Graph, Node, Tensor
+from ruleengine.graph.propagate import resolve_shapes
 
 # Constant tensors with at most this many elements keep their values (for param checks).
 SMALL_CONST_NUMEL = 64
@@ -44,6 +43,11 @@ CODES: Mapping[str, tuple[str, str]] = MappingProxyType(
         "shape-inference": ("AF506", "shape-inference-failed"),
         "bad-dim": ("AF507", "unknown-dim-name"),
         "no-graph": ("AF508", "empty-model"),
+        "shape-input": ("AF510", "unknown-input-name"),
+        "shape-rank": ("AF511", "input-shape-rank"),
+        "shape-size": ("AF512", "input-shape-not-positive"),
+        "shape-overflow": ("AF513", "input-shape-overflow"),
+        "shape-conflict": ("AF514", "input-shape-conflict"),
     }
 )
 
@@ -134,55 +138,94 @@ def _bind_dims(model: onnx.ModelProto, dims: Mapping[str, int]) -> None:
                 d.dim_value = int(dims[d.dim_param])
 
 
-def _infer(model: onnx.ModelProto, where: str) -> tuple[onnx.ModelProto, tuple[Diagnostic, ...]]:
-    """Shape inference on a copy without the declared value_info (exporters often leave
-    ``unk__`` symbols there that a fresh data-propagating inference resolves); the declared
-    shapes are merged back in ``graph_from_model``. On failure, keep what is declared."""
+MAX_DIM = (1 << 63) - 1  # ONNX dims are int64
+
+
+def _bind_input_shapes(
+    model: onnx.ModelProto, shapes: Mapping[str, Sequence[int]], where: str
+) -> dict[str, int]:
+    """Set whole graph-input shapes (``--input-shape NAME:d0,d1,...``, ATC's convention).
+    A symbolic or unknown dim takes the given size; a static dim must agree with it.
+    Returns the symbolic dim names so bound (the same name is the same size elsewhere)."""
+    implied: dict[str, int] = {}
+    inits = {i.name for i in model.graph.initializer}
+    inputs = {vi.name: vi for vi in model.graph.input if vi.name not in inits}
+    for name, dims in shapes.items():
+        spec = f"{name}:{','.join(str(d) for d in dims)}"
+        vi = inputs.get(name)
+        if vi is None:
+            raise _fail(
+                "shape-input",
+                f"input shape {spec}: the model has no graph input {name!r}",
+                where,
+                f"graph inputs: {', '.join(inputs) or 'none'}",
+            )
+        declared = _shape_of(vi.type)
+        for axis, d in enumerate(dims):
+            if isinstance(d, bool) or not isinstance(d, int) or d < 1:
+                raise _fail(
+                    "shape-size",
+                    f"input shape {spec}: size {d!r} of axis {axis} is not a positive integer",
+                    where,
+                    "every size is a positive integer, e.g. input_ids:1,128",
+                )
+            if d > MAX_DIM:
+                raise _fail(
+                    "shape-overflow",
+                    f"input shape {spec}: size {d} of axis {axis} does not fit an ONNX dim (int64)",
+                    where,
+                    f"sizes are at most {MAX_DIM}",
+                )
+        if declared is not None and len(declared) != len(dims):
+            raise _fail(
+                "shape-rank",
+                f"input shape {spec} has {len(dims)} dim(s); input {name!r} has rank "
+                f"{len(declared)} ({_show_shape(declared)})",
+                where,
+                f"give {len(declared)} sizes for {name}",
+            )
+        for axis, (old, d) in enumerate(zip(declared or (), dims, strict=False)):
+            if isinstance(old, int) and old != d:
+                raise _fail(
+                    "shape-conflict",
+                    f"input shape {spec}: axis {axis} of input {name!r} is {old} in the "
+                    f"model, not {d}",
+                    where,
+                    "only symbolic or unknown dims can be bound; re-export for other sizes",
+                )
+        for old, d in zip(declared or (), dims, strict=False):
+            if isinstance(old, str):
+                implied.setdefault(old, int(d))
+        tt = vi.type.tensor_type
+        tt.ClearField("shape")
+        for d in dims:
+            tt.shape.dim.add().dim_value = int(d)
+    return implied
+
+
+def _show_shape(shape: tuple) -> str:
+    return "[" + ", ".join("?" if d is None else str(d) for d in shape) + "]"
+
+
+def _infer(
+    model: onnx.ModelProto, where: str, opset: int
+) -> tuple[dict[str, onnx.TypeProto], tuple[Diagnostic, ...]]:
+    """Shapes of every tensor (``propagate.resolve_shapes``) on a copy without the declared
+    value_info (exporters often leave ``unk__`` symbols there); the declared shapes are
+    merged back in ``graph_from_model``. On failure, keep what is declared."""
     fresh = onnx.ModelProto()
     fresh.CopyFrom(model)
     del fresh.graph.value_info[:]
-    last: Exception | None = None
-    for candidate, data_prop in ((fresh, True), (fresh, False), (model, False)):
-        try:
-            return onnx.shape_inference.infer_shapes(candidate, data_prop=data_prop), ()
-        except Exception as exc:  # noqa: BLE001 - keep what the model declares
-            last = exc
+    try:
+        return resolve_shapes(fresh, opset), ()
+    except Exception as exc:  # noqa: BLE001 - keep what the model declares
+        last = exc
     msg = (
         f"ONNX shape inference failed ({type(last).__name__}: {last}); "
         "using the shapes the model declares"
     )
     hint = "export the model with shapes, or bind symbolic dims with --dim"
-    return model, (_diag("shape-inference", msg, where, hint, Severity.WARNING),)
-
-
-def _symbolic_shapes(model: onnx.ModelProto) -> dict[str, tuple[str | None, tuple | None]]:
-    """Shapes from onnxruntime's symbolic shape inference, which folds the Shape -> Gather
-    -> Concat -> Expand chains that TorchScript exports leave as ``unk__N`` for ONNX's own
-    inference (attention masks). Best effort: any failure keeps what we have."""
-    try:
-        from onnxruntime.tools.symbolic_shape_infer import SymbolicShapeInference
-    except Exception:  # noqa: BLE001 - sympy or the tool missing: nothing to add
-        return {}
-    fresh = onnx.ModelProto()
-    fresh.CopyFrom(model)
-    del fresh.graph.value_info[:]
-    logger = logging.getLogger("onnxruntime.tools.symbolic_shape_infer")
-    level = logger.level
-    logger.setLevel(logging.CRITICAL)
-    try:
-        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
-            out = SymbolicShapeInference.infer_shapes(fresh, auto_merge=True)
-    except Exception:  # noqa: BLE001 - e.g. weights in a missing external file
-        return {}
-    finally:
-        logger.setLevel(level)
-    if out is None:
-        return {}
-    found: dict[str, tuple[str | None, tuple | None]] = {}
-    for vi in (*out.graph.value_info, *out.graph.output):
-        if vi.type.HasField("tensor_type"):
-            found[vi.name] = (_dtype_name(vi.type.tensor_type.elem_type), _shape_of(vi.type))
-    return found
+    return {}, (_diag("shape-inference", msg, where, hint, Severity.WARNING),)
 
 
 def _better(a: tuple | None, b: tuple | None) -> tuple | None:
@@ -360,22 +403,54 @@ def _const_foldable(
     return folded
 
 
-def load_graph(path: str | Path, dims: Mapping[str, int] | None = None) -> Graph:
-    """Read an ONNX model into an immutable ``Graph`` (raises ``GraphLoadError``)."""
+def _input_axes(
+    shapes: Mapping[str, tuple | None], inputs: Sequence[str], dims: Mapping[str, int]
+) -> tuple[tuple[str, ...], dict[str, str]]:
+    """Graph-input axes whose size is still unknown (``input_ids[1]``), and where each
+    symbolic dim name comes from: what a user can bind, named as the user sees it."""
+    unbound: list[str] = []
+    sources: dict[str, str] = {}
+    for name in inputs:
+        shape = shapes.get(name)
+        for axis, d in enumerate(shape or ()):
+            if isinstance(d, int) or (isinstance(d, str) and d in dims):
+                continue
+            where = f"{name}[{axis}]"
+            unbound.append(where)
+            if isinstance(d, str):
+                sources.setdefault(d, where)
+    return tuple(unbound), sources
+
+
+def load_graph(
+    path: str | Path,
+    dims: Mapping[str, int] | None = None,
+    input_shapes: Mapping[str, Sequence[int]] | None = None,
+) -> Graph:
+    """Read an ONNX model into an immutable ``Graph`` (raises ``GraphLoadError``).
+
+    ``dims`` binds symbolic dims by name; ``input_shapes`` sets whole graph-input shapes
+    (``{"input_ids": (1, 128)}``)."""
     path = Path(path)
     where = str(path)
     dims = dict(dims or {})
     model = read_model(path)
-    return graph_from_model(model, dims, where)
+    return graph_from_model(model, dims, where, input_shapes)
 
 
 def graph_from_model(
-    model: onnx.ModelProto, dims: Mapping[str, int] | None = None, where: str = "<model>"
+    model: onnx.ModelProto,
+    dims: Mapping[str, int] | None = None,
+    where: str = "<model>",
+    input_shapes: Mapping[str, Sequence[int]] | None = None,
 ) -> Graph:
     """Build the ``Graph`` of an in-memory model (tests and the bench use this directly)."""
     dims = dict(dims or {})
     model_copy = onnx.ModelProto()
     model_copy.CopyFrom(model)
+    implied = _bind_input_shapes(model_copy, dict(input_shapes or {}), where)
+    user_dims = dict(dims)
+    dims = {**implied, **dims}
     _bind_dims(model_copy, dims)
     declared = {
         d.dim_param
@@ -391,16 +466,17 @@ def graph_from_model(
             f"symbolic dims: {', '.join(sorted(declared)) or 'none'}",
             Severity.WARNING,
         )
-        for name in sorted(dims)
+        for name in sorted(user_dims)
         if name not in declared
     )
-    inferred, warnings = _infer(model_copy, where)
-    warnings = pre_warn + warnings
-    g = inferred.graph
-    opsets = {o.domain or "": int(o.version) for o in inferred.opset_import}
+    opsets = {o.domain or "": int(o.version) for o in model.opset_import}
     if "ai.onnx" in opsets and "" not in opsets:
         opsets[""] = opsets["ai.onnx"]
     opset = opsets.get("", 0)
+    inferred, warnings = _infer(model_copy, where, opset)
+    warnings = pre_warn + warnings
+    g = model_copy.graph
+    declared_inputs = {vi.name: _shape_of(vi.type) for vi in g.input}
 
     # Declared types: value_info, then inputs/outputs, then initializers (the truth).
     types: dict[str, tuple[str | None, tuple | None]] = {}
@@ -408,17 +484,10 @@ def graph_from_model(
     for vi in (*declared.value_info, *declared.output, *declared.input):
         if vi.type.HasField("tensor_type"):
             types[vi.name] = (_dtype_name(vi.type.tensor_type.elem_type), _shape_of(vi.type))
-    for vi in (*g.value_info, *g.output, *g.input):
-        if vi.type.HasField("tensor_type"):
-            dtype = _dtype_name(vi.type.tensor_type.elem_type)
-            old_dtype, old_shape = types.get(vi.name, (None, None))
-            types[vi.name] = (dtype or old_dtype, _better(_shape_of(vi.type), old_shape))
-    if any(
-        shape is None or not all(isinstance(d, int) for d in shape) for _, shape in types.values()
-    ):
-        for name, (dtype, shape) in _symbolic_shapes(model_copy).items():
-            old_dtype, old_shape = types.get(name, (None, None))
-            types[name] = (old_dtype or dtype, _better(old_shape, shape))
+    for name, tp in inferred.items():
+        dtype = _dtype_name(tp.tensor_type.elem_type)
+        old_dtype, old_shape = types.get(name, (None, None))
+        types[name] = (dtype or old_dtype, _better(_shape_of(tp), old_shape))
     init_names: set[str] = set()
     const_values: dict[str, tuple] = {}
     for init in g.initializer:
@@ -572,15 +641,22 @@ def graph_from_model(
         )
 
     foldable = _const_foldable(nodes, init_names | const_nodes, shapes)
+    compile_time = tuple(
+        n.name
+        for n in nodes
+        if n.outputs and all(t in foldable for t in n.outputs if t) and any(t for t in n.outputs)
+    )
+    if compile_time:
+        ct = set(compile_time)
+        nodes = [replace(n, compile_time=True) if n.name in ct else n for n in nodes]
+    unbound_axes, dim_sources = _input_axes(declared_inputs, graph_inputs, dims)
     all_tensors = set(known) | set(consumers)
-    unbound: set[str] = set()
     tensors: dict[str, Tensor] = {}
     outputs_set = set(graph_outputs)
     for t in sorted(all_tensors):
         dtype, shape = types.get(t, (None, None))
         if shape is not None and any(isinstance(d, str) for d in shape):
             shape = tuple(dims.get(d, d) if isinstance(d, str) else d for d in shape)
-            unbound.update(d for d in shape if isinstance(d, str))
         prod = producer.get(t)
         tensors[t] = Tensor(
             name=t,
@@ -606,7 +682,9 @@ def graph_from_model(
         opset=opset,
         model_path=None if where.startswith("<") else where,
         bound_dims=MappingProxyType(dict(dims)),
-        unbound_dims=tuple(sorted(unbound)),
+        unbound_dims=unbound_axes,
+        dim_sources=MappingProxyType(dim_sources),
+        compile_time_nodes=compile_time,
         opaque_nodes=tuple(n.name for n in nodes if n.opaque),
         warnings=warnings,
         opsets=MappingProxyType(opsets),

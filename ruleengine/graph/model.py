@@ -95,6 +95,10 @@ class Node:
     # NodeProto even when the loader generated or de-duplicated the name.
     source_index: int = -1
     source_name: str = ""  # the name as written in the model ("" when it had none)
+    # Computable before run time (every output ``const_foldable``: shape arithmetic, a
+    # Transpose or Cast of a weight): a compiler folds it, so it is never a kernel, never
+    # a candidate, and moves no HBM bytes.
+    compile_time: bool = False
 
 
 @dataclass(frozen=True)
@@ -107,12 +111,21 @@ class Graph:
     opset: int
     model_path: str | None = None
     bound_dims: Mapping[str, int] = field(default_factory=lambda: MappingProxyType({}))
+    # Graph-input axes of unknown size, as ``input_ids[1]`` (bind with --input-shape/--dim)
     unbound_dims: tuple[str, ...] = ()
+    # symbolic dim name of a graph input -> the axis it names (``seq`` -> ``input_ids[1]``)
+    dim_sources: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    compile_time_nodes: tuple[str, ...] = ()  # names of the nodes a compiler folds
     opaque_nodes: tuple[str, ...] = ()
     # Non-fatal findings of loading (renamed duplicate node names, failed shape inference).
     warnings: tuple[Diagnostic, ...] = ()
     opsets: Mapping[str, int] = field(default_factory=lambda: MappingProxyType({}))
     _node_index: Mapping[str, Node] = field(default_factory=lambda: MappingProxyType({}))
+
+    @property
+    def unknown_size_tensors(self) -> tuple[str, ...]:
+        """Tensors whose byte size is not known statically (their traffic is unpriced)."""
+        return tuple(name for name, t in self.tensors.items() if t.nbytes is None)
 
     def node(self, name: str) -> Node:
         if self._node_index:

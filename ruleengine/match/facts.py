@@ -18,8 +18,16 @@ from ruleengine.ops.composites import const_rtol
 Fact = tuple[str, tuple]
 
 
+# The type of a compile-time node (shape arithmetic, a Transpose of a weight): no pattern
+# names it, so a node a compiler folds is never part of a candidate.
+COMPILE_TIME_MARKER = "<compile-time>"
+
+
 def match_type(node: Node) -> str:
-    """The type a node matches as: its op type, or the opaque marker (only ``@opaque``)."""
+    """The type a node matches as: its op type, the opaque marker (only ``@opaque``), or
+    the compile-time marker (nothing)."""
+    if node.compile_time:
+        return COMPILE_TIME_MARKER
     return OPAQUE_MARKER if node.opaque else node.op_type
 
 

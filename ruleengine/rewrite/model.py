@@ -122,6 +122,8 @@ class Plan:
     rejected: tuple[Rejection, ...]
     rules: tuple[RuleStats, ...]
     unknown_traffic_tensors: int = 0  # tensors whose size is unknown (not counted)
+    unknown_size_min_bytes: int = 0  # their bytes with every unknown dim taken as 1
+    compile_time_nodes: int = 0  # nodes a compiler folds (no kernel, no traffic)
     verification: Verification | None = None
     timings: tuple[tuple[str, float], ...] = field(default=())  # stage -> seconds
     model_sha256: str | None = None  # of the input model file, to tie the plan to it

@@ -187,16 +187,36 @@ def check_output_paths(rule_set: RuleSet) -> None:
         kernel_spec(rule)
 
 
-def node_traffic(graph: Graph) -> tuple[int, int]:
-    """Whole-model unfused HBM traffic: each node reads its inputs and writes its outputs.
+def node_traffic(graph: Graph) -> tuple[int, tuple[str, ...]]:
+    """Whole-model unfused HBM traffic: each run-time node reads its inputs and writes its
+    outputs.
 
-    Computed by the cost model's traffic function over the set of all nodes (view ops move
-    no data). Returns (bytes, tensors of unknown size, which are not counted).
+    Computed by the cost model's traffic function over the set of all nodes but the
+    compile-time ones (a compiler folds them; view ops move no data either). Returns
+    (bytes, the tensors of unknown size, which are not counted).
     """
     from ruleengine.cost.traffic import group_io, traffic
 
-    t = traffic(graph, group_io(graph, (n.name for n in graph.nodes)))
-    return t.bytes_before, len(t.unknown)
+    t = traffic(graph, group_io(graph, (n.name for n in graph.nodes if not n.compile_time)))
+    return t.bytes_before, t.unknown
+
+
+def unknown_min_bytes(graph: Graph, names: Sequence[str]) -> int:
+    """A lower bound of the bytes of tensors of unknown size: unknown dims count as 1,
+    an unknown rank or dtype as nothing."""
+    from ruleengine.graph.model import DTYPE_SIZES
+
+    total = 0
+    for name in names:
+        t = graph.tensors.get(name)
+        size = DTYPE_SIZES.get((t.dtype if t is not None else None) or "")
+        if t is None or t.shape is None or size is None:
+            continue
+        n = size
+        for d in t.shape:
+            n *= d if isinstance(d, int) else 1
+        total += n
+    return total
 
 
 def build_plan(
@@ -274,7 +294,9 @@ def build_plan(
         groups=tuple(groups),
         rejected=tuple(rejected),
         rules=stats,
-        unknown_traffic_tensors=unknown,
+        unknown_traffic_tensors=len(unknown),
+        unknown_size_min_bytes=unknown_min_bytes(graph, unknown),
+        compile_time_nodes=len(graph.compile_time_nodes),
         verification=verification,
         timings=tuple(timings),
         model_sha256=model_sha256,
@@ -372,6 +394,9 @@ def plan_json(plan: Plan) -> dict[str, Any]:
             "status": plan.status,
             "objective": plan.objective,
             "bound": plan.bound,
+            "compile_time_nodes": plan.compile_time_nodes,
+            "unknown_size_tensors": plan.unknown_traffic_tensors,
+            "unknown_size_min_bytes": plan.unknown_size_min_bytes,
         },
         "groups": [group_json(g) for g in plan.groups],
         "rejected": [

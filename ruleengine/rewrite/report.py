@@ -66,6 +66,8 @@ def report_json(plan: Plan, files: Sequence[str] = (), *, timings: bool = True) 
             "launches_saved": plan.launches_saved,
             "time_saved_s": plan.time_saved_s,
             "unknown_size_tensors": plan.unknown_traffic_tensors,
+            "unknown_size_min_bytes": plan.unknown_size_min_bytes,
+            "compile_time_nodes": plan.compile_time_nodes,
         },
         "solver": {
             "name": plan.solver,
@@ -211,6 +213,11 @@ def report_text(
         f"  est. time saved:      {fmt_seconds(plan.time_saved_s)} at {bw:.2f} TB/s HBM",
         f"  solver:               {solver}",
     ]
+    if plan.compile_time_nodes:
+        lines.append(
+            f"  compile-time nodes:   {plan.compile_time_nodes} (folded by the compiler: "
+            "no kernel, no traffic, never fused)"
+        )
     if plan.unknown_traffic_tensors:
         lines.append(
             f"  note: {plan.unknown_traffic_tensors} tensors of unknown size"

@@ -222,7 +222,7 @@ def test_unbound_dims_are_noted_on_stderr_and_bound_by_dim(tmp_path):
     onnx.save(m, dynamic)
     res = run(str(dynamic), "-o", str(tmp_path / "a"))
     assert res.exit_code == 0, res.output
-    assert "note: unbound symbolic dims: batch" in res.stderr
+    assert "note: unbound input dims: x[0] (batch)" in res.stderr
     assert "dynamic_shape" in res.stdout
     res = run(str(dynamic), "-o", str(tmp_path / "b"), "--dim", "batch=1")
     assert res.exit_code == 0, res.output

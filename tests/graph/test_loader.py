@@ -72,7 +72,8 @@ def test_dims_bound_and_unbound_reported() -> None:
     g = graph_from_model(m, {"batch": 2})
     assert g.tensor("x").shape == (2, "seq", 4)
     assert g.tensor("y").shape == (2, "seq", 4)
-    assert g.unbound_dims == ("seq",)
+    assert g.unbound_dims == ("x[1]",)  # by graph input and axis, what a user can bind
+    assert g.dim_sources == {"seq": "x[1]"}
     g2 = graph_from_model(m, {"batch": 2, "nope": 3})
     assert any(d.name == "unknown-dim-name" for d in g2.warnings)
 

@@ -1,0 +1,407 @@
+"""Shape resolution without weight bytes and without the working directory.
+
+ONNX's own shape inference (C++, no data propagation) gives every tensor a shape, but it
+leaves ``unk__N`` wherever a size comes from a *value* computed in the graph: TorchScript
+exports build attention masks and Expand targets through Shape -> Gather -> Concat ->
+Where chains, dynamo exports compute Reshape targets from Shape. Here those small values
+are computed in Python (numpy on vectors of a few elements), the nodes that produce them
+are replaced by ``Constant`` nodes in a private copy of the model, and ONNX's inference
+runs again; repeated until no new value is found (two or three rounds on real exports).
+
+Only inline initializers of at most ``VALUE_NUMEL`` elements are read (shape vectors,
+axes, scalars); external data is never opened, so the result is the same from any
+working directory and with the weight file absent. See docs/shapes.md for the figures
+that chose this over onnx's data propagation and onnxruntime's symbolic inference.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+# Values of at most this many elements are computed and kept (shape vectors, masks of
+# tiny graphs stay out: their shapes come from ONNX once the vectors are known).
+VALUE_NUMEL = 4096
+MAX_ROUNDS = 8
+
+Value = np.ndarray
+
+
+def _attrs(node: onnx.NodeProto) -> dict[str, Any]:
+    return {a.name: helper.get_attribute_value(a) for a in node.attribute}
+
+
+def _axis_list(v: Any) -> list[int]:
+    return [int(x) for x in np.asarray(v).reshape(-1)]
+
+
+def _np_dtype(elem: int) -> Any:
+    return helper.tensor_dtype_to_np_dtype(elem)
+
+
+def _shape_op(x_shape: tuple, attrs: dict[str, Any]) -> Value | None:
+    rank = len(x_shape)
+    start = int(attrs.get("start", 0))
+    end = attrs.get("end")
+    start = max(0, min(rank, start + rank if start < 0 else start))
+    if end is None:
+        stop = rank
+    else:
+        end = int(end)
+        stop = max(0, min(rank, end + rank if end < 0 else end))
+    dims = x_shape[start:stop]
+    if not all(isinstance(d, int) for d in dims):
+        return None
+    return np.array(dims, dtype=np.int64)
+
+
+def _slice(x: Value, starts: Value, ends: Value, axes: Value | None, steps: Value | None):
+    axes_l = _axis_list(axes) if axes is not None else list(range(len(_axis_list(starts))))
+    steps_l = _axis_list(steps) if steps is not None else [1] * len(axes_l)
+    idx = [slice(None)] * x.ndim
+    for a, s, e, st in zip(axes_l, _axis_list(starts), _axis_list(ends), steps_l, strict=False):
+        big = np.iinfo(np.int64)
+        e = None if (st > 0 and e >= big.max // 2) or (st < 0 and e <= big.min // 2) else e
+        idx[a % x.ndim] = slice(s, e, st)
+    return x[tuple(idx)]
+
+
+def _reshape(x: Value, shape: Value, allowzero: int) -> Value:
+    target = _axis_list(shape)
+    if not allowzero:
+        target = [x.shape[i] if d == 0 else d for i, d in enumerate(target)]
+    return x.reshape(target)
+
+
+def _unsqueeze(x: Value, axes: list[int]) -> Value:
+    rank = x.ndim + len(axes)
+    for a in sorted(a % rank for a in axes):
+        x = np.expand_dims(x, a)
+    return x
+
+
+def _binary(fn: Callable[[Value, Value], Value]) -> Callable[..., Value]:
+    return lambda ins, attrs: fn(ins[0], ins[1])
+
+
+def _div(a: Value, b: Value) -> Value:
+    if np.issubdtype(a.dtype, np.integer):
+        q = np.trunc(a / b)  # ONNX integer Div truncates (C semantics)
+        return q.astype(a.dtype)
+    return (a / b).astype(a.dtype)
+
+
+def _mod(ins: list[Value], attrs: dict[str, Any]) -> Value:
+    if attrs.get("fmod", 0):
+        return np.fmod(ins[0], ins[1])
+    return np.mod(ins[0], ins[1])
+
+
+def _cast(ins: list[Value], attrs: dict[str, Any]) -> Value:
+    return ins[0].astype(_np_dtype(int(attrs["to"])))
+
+
+def _gather(ins: list[Value], attrs: dict[str, Any]) -> Value:
+    return np.take(ins[0], ins[1].astype(np.int64), axis=int(attrs.get("axis", 0)))
+
+
+def _concat(ins: list[Value], attrs: dict[str, Any]) -> Value:
+    return np.concatenate(ins, axis=int(attrs.get("axis", 0)))
+
+
+def _squeeze(ins: list[Value], attrs: dict[str, Any], opset: int) -> Value:
+    axes = attrs.get("axes") if opset < 13 else (ins[1] if len(ins) > 1 else None)
+    if axes is None:
+        return np.squeeze(ins[0])
+    return np.squeeze(ins[0], axis=tuple(a % ins[0].ndim for a in _axis_list(axes)))
+
+
+def _unsq(ins: list[Value], attrs: dict[str, Any], opset: int) -> Value:
+    axes = attrs.get("axes") if opset < 13 else ins[1]
+    return _unsqueeze(ins[0], _axis_list(axes))
+
+
+def _range(ins: list[Value], attrs: dict[str, Any]) -> Value:
+    start, limit, delta = (x.reshape(()).item() for x in ins[:3])
+    return np.arange(start, limit, delta).astype(ins[0].dtype)
+
+
+def _const_of_shape(ins: list[Value], attrs: dict[str, Any]) -> Value:
+    fill = attrs.get("value")
+    arr = numpy_helper.to_array(fill).reshape(-1) if fill is not None else np.zeros(1, np.float32)
+    return np.full(_axis_list(ins[0]), arr[0], dtype=arr.dtype)
+
+
+def _expand(ins: list[Value], attrs: dict[str, Any]) -> Value:
+    shape = _axis_list(ins[1])
+    out = np.broadcast_shapes(ins[0].shape, tuple(shape))
+    return np.broadcast_to(ins[0], out).copy()
+
+
+def _trilu(ins: list[Value], attrs: dict[str, Any]) -> Value:
+    k = int(ins[1].reshape(()).item()) if len(ins) > 1 and ins[1] is not None else 0
+    return np.triu(ins[0], k) if attrs.get("upper", 1) else np.tril(ins[0], k)
+
+
+def _reduce(fn: Callable[..., Value]) -> Callable[..., Value]:
+    def run(ins: list[Value], attrs: dict[str, Any], opset: int) -> Value:
+        axes = attrs.get("axes")
+        if len(ins) > 1 and ins[1] is not None:
+            axes = ins[1]
+        keep = bool(attrs.get("keepdims", 1))
+        if axes is None or len(_axis_list(axes)) == 0:
+            if attrs.get("noop_with_empty_axes", 0) and axes is not None:
+                return ins[0]
+            return fn(ins[0], axis=None, keepdims=keep)
+        return fn(ins[0], axis=tuple(_axis_list(axes)), keepdims=keep)
+
+    return run
+
+
+_SIMPLE: dict[str, Callable[[list[Value], dict[str, Any]], Value]] = {
+    "Identity": lambda ins, a: ins[0],
+    "Add": _binary(lambda a, b: (a + b).astype(a.dtype)),
+    "Sub": _binary(lambda a, b: (a - b).astype(a.dtype)),
+    "Mul": _binary(lambda a, b: (a * b).astype(a.dtype)),
+    "Div": _binary(_div),
+    "Mod": _mod,
+    "Max": lambda ins, a: np.maximum.reduce(np.broadcast_arrays(*ins)).astype(ins[0].dtype),
+    "Min": lambda ins, a: np.minimum.reduce(np.broadcast_arrays(*ins)).astype(ins[0].dtype),
+    "Neg": lambda ins, a: -ins[0],
+    "Abs": lambda ins, a: np.abs(ins[0]),
+    "Sqrt": lambda ins, a: np.sqrt(ins[0]).astype(ins[0].dtype),
+    "Reciprocal": lambda ins, a: (1 / ins[0]).astype(ins[0].dtype),
+    "Floor": lambda ins, a: np.floor(ins[0]),
+    "Ceil": lambda ins, a: np.ceil(ins[0]),
+    "Equal": _binary(np.equal),
+    "Less": _binary(np.less),
+    "LessOrEqual": _binary(np.less_equal),
+    "Greater": _binary(np.greater),
+    "GreaterOrEqual": _binary(np.greater_equal),
+    "Not": lambda ins, a: np.logical_not(ins[0]),
+    "And": _binary(np.logical_and),
+    "Or": _binary(np.logical_or),
+    "Where": lambda ins, a: np.where(ins[0], ins[1], ins[2]).astype(ins[1].dtype),
+    "Cast": _cast,
+    "Gather": _gather,
+    "Concat": _concat,
+    "Range": _range,
+    "ConstantOfShape": _const_of_shape,
+    "Expand": _expand,
+    "Trilu": _trilu,
+    "Tile": lambda ins, a: np.tile(ins[0], _axis_list(ins[1])),
+    "Transpose": lambda ins, a: np.transpose(ins[0], a.get("perm")),
+    "Reshape": lambda ins, a: _reshape(ins[0], ins[1], int(a.get("allowzero", 0))),
+    "Flatten": lambda ins, a: ins[0].reshape(
+        int(np.prod(ins[0].shape[: int(a.get("axis", 1))])), -1
+    ),
+}
+_OPSET: dict[str, Callable[[list[Value], dict[str, Any], int], Value]] = {
+    "Squeeze": _squeeze,
+    "Unsqueeze": _unsq,
+    "ReduceProd": _reduce(np.prod),
+    "ReduceSum": _reduce(np.sum),
+    "ReduceMax": _reduce(np.max),
+    "ReduceMin": _reduce(np.min),
+}
+_SLICE_ATTRS = ("starts", "ends", "axes", "steps")
+
+
+def _eval(
+    node: onnx.NodeProto, ins: list[Value | None], attrs: dict[str, Any], opset: int
+) -> Value | None:
+    op = node.op_type
+    if op == "Slice":
+        if opset < 10:
+            args = [attrs.get(k) for k in _SLICE_ATTRS[:3]]
+            return _slice(ins[0], *(np.asarray(a) if a is not None else None for a in args), None)
+        ins = ins + [None] * (5 - len(ins))
+        return _slice(ins[0], ins[1], ins[2], ins[3], ins[4])
+    if any(v is None for v in ins[:1]):
+        return None
+    if op in _SIMPLE:
+        return _SIMPLE[op](ins, attrs)  # type: ignore[arg-type]
+    if op in _OPSET:
+        return _OPSET[op](ins, attrs, opset)  # type: ignore[arg-type]
+    return None
+
+
+EVALUATED = frozenset({*_SIMPLE, *_OPSET, "Slice", "Shape", "Size", "Constant"})
+
+
+def _inline_value(t: TensorProto) -> Value | None:
+    numel = int(np.prod(t.dims)) if len(t.dims) else 1
+    if numel > VALUE_NUMEL or t.data_location == TensorProto.EXTERNAL:
+        return None
+    try:
+        return numpy_helper.to_array(t)
+    except Exception:  # noqa: BLE001 - exotic dtypes: no value
+        return None
+
+
+def _constant_value(node: onnx.NodeProto) -> Value | None:
+    for a in node.attribute:
+        if a.name == "value":
+            return _inline_value(a.t)
+        if a.name == "value_int":
+            return np.array(a.i, dtype=np.int64)
+        if a.name == "value_ints":
+            return np.array(list(a.ints), dtype=np.int64)
+        if a.name == "value_float":
+            return np.array(a.f, dtype=np.float32)
+        if a.name == "value_floats":
+            return np.array(list(a.floats), dtype=np.float32)
+    return None
+
+
+def _type_shape(tp: onnx.TypeProto) -> tuple | None:
+    """Static dims as ints, every other dim as None; None when the rank is unknown."""
+    if not tp.HasField("tensor_type") or not tp.tensor_type.HasField("shape"):
+        return None
+    return tuple(
+        int(d.dim_value) if d.HasField("dim_value") else None for d in tp.tensor_type.shape.dim
+    )
+
+
+def _static(shape: tuple | None) -> bool:
+    return shape is not None and all(d is not None for d in shape)
+
+
+def _known_dims(shape: tuple | None) -> int:
+    return -1 if shape is None else sum(d is not None for d in shape)
+
+
+def _node_value(
+    node: onnx.NodeProto,
+    values: Mapping[str, Value],
+    shapes: Mapping[str, tuple | None],
+    opset: int,
+) -> Value | None:
+    """The node's (single) output value, when it is small and computable."""
+    op = node.op_type
+    try:
+        if op == "Constant":
+            return _constant_value(node)
+        if op in ("Shape", "Size"):
+            shape = shapes.get(node.input[0]) if node.input else None
+            if not _static(shape):
+                return None
+            if op == "Size":
+                return np.array(int(np.prod(shape)), dtype=np.int64)
+            return _shape_op(shape, _attrs(node))  # type: ignore[arg-type]
+        if op not in EVALUATED or len(node.output) != 1:
+            return None
+        ins = [values.get(t) if t else None for t in node.input]
+        if op == "Slice":
+            required = ins[:3]
+        else:
+            required = [v for t, v in zip(node.input, ins, strict=True) if t]
+        if not all(v is not None for v in required):
+            return None
+        out = _eval(node, ins, _attrs(node), opset)
+    except Exception:  # noqa: BLE001 - a value we cannot compute stays unknown
+        return None
+    if out is None or np.size(out) > VALUE_NUMEL:
+        return None
+    return np.asarray(out)
+
+
+def _symbolic_inputs(model: onnx.ModelProto) -> bool:
+    inits = {i.name for i in model.graph.initializer}
+    return any(
+        _type_shape(vi.type) is None or not _static(_type_shape(vi.type))
+        for vi in model.graph.input
+        if vi.name not in inits and vi.type.HasField("tensor_type")
+    )
+
+
+def infer(model: onnx.ModelProto) -> onnx.ModelProto:
+    """ONNX shape inference. Data propagation (symbolic dims carried through Shape ->
+    Gather -> Concat) is used only when a graph input has a symbolic dim: the value pass
+    below covers static inputs, and data propagation peaks at several times the graph's
+    memory on LLM-size models (docs/shapes.md)."""
+    return onnx.shape_inference.infer_shapes(model, data_prop=_symbolic_inputs(model))
+
+
+def resolve_shapes(
+    model: onnx.ModelProto, opset: int, stats: dict[str, Any] | None = None
+) -> dict[str, onnx.TypeProto]:
+    """Every tensor's type: ONNX's whole-graph inference, then, only where a shape is
+    still not static, one topological pass that computes small values (shape vectors)
+    and re-infers each such node with ONNX's per-node inference given those values.
+    ``model`` has no value_info and is not modified."""
+    inferred = infer(model)
+    g = inferred.graph
+    types: dict[str, onnx.TypeProto] = {}
+    for vi in (*g.input, *g.value_info, *g.output):
+        if vi.type.HasField("tensor_type"):
+            types[vi.name] = vi.type
+    for init in g.initializer:
+        types[init.name] = helper.make_tensor_type_proto(init.data_type, list(init.dims))
+    shapes = {name: _type_shape(tp) for name, tp in types.items()}
+    reinferred = improved = 0
+    if not all(_static(s) for s in shapes.values()):
+        values: dict[str, Value] = {}
+        for init in g.initializer:
+            v = _inline_value(init)
+            if v is not None:
+                values[init.name] = v
+        protos: dict[str, TensorProto] = {}
+        imports = list(model.opset_import)
+        for node in g.node:
+            if node.domain not in ("", "ai.onnx") or not node.output:
+                continue
+            if not all(_static(shapes.get(t)) for t in node.output if t):
+                reinferred += 1
+                improved += _reinfer(node, types, shapes, values, protos, imports, opset)
+            if len(node.output) == 1:
+                v = _node_value(node, values, shapes, opset)
+                if v is not None:
+                    values[node.output[0]] = v
+    if stats is not None:
+        stats["reinferred"] = reinferred
+        stats["improved"] = improved
+    return types
+
+
+def _reinfer(
+    node: onnx.NodeProto,
+    types: dict[str, onnx.TypeProto],
+    shapes: dict[str, tuple | None],
+    values: Mapping[str, Value],
+    protos: dict[str, TensorProto],
+    imports: list[onnx.OperatorSetIdProto],
+    opset: int,
+) -> int:
+    """ONNX's inference of one node, given its inputs' current types and known values;
+    keeps an output's new type when it knows more dims. Returns how many improved."""
+    try:
+        schema = onnx.defs.get_schema(node.op_type, opset, node.domain)
+    except Exception:  # noqa: BLE001 - unknown op (or a model-local function)
+        return 0
+    in_types = {t: types[t] for t in node.input if t and t in types}
+    data: dict[str, TensorProto] = {}
+    for t in node.input:
+        if t and t in values:
+            tp = protos.get(t)
+            if tp is None:
+                tp = protos[t] = numpy_helper.from_array(np.array(values[t], order="C"), t)
+            data[t] = tp
+    try:
+        out = onnx.shape_inference.infer_node_outputs(
+            schema, node, in_types, data, opset_imports=imports
+        )
+    except Exception:  # noqa: BLE001 - inconsistent inputs: keep what we have
+        return 0
+    n = 0
+    for name, tp in out.items():
+        new = _type_shape(tp)
+        if _known_dims(new) > _known_dims(shapes.get(name)):
+            types[name] = tp
+            shapes[name] = new
+            n += 1
+    return n
