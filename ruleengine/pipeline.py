@@ -197,12 +197,17 @@ def fuse(
     time_limit_s: float = 30.0,
     progress: Progress | None = None,
     corrupt_rules: Sequence[str] = (),
+    plan_detail: str = "compact",
 ) -> FuseResult:
     """Decide, rewrite, verify and render a fused model; returns every output in memory.
 
     ``verify`` defaults to on in safe mode and off otherwise. ``corrupt_rules`` is a
     test-only hook (docs/fuse.md): those rules' function bodies are deliberately wrong.
+    ``plan_detail`` "compact" lists a few rejected candidates per (rule, verdict) in
+    plan.json and report.txt (sizes bounded by the rule set); "full" lists every one.
     """
+    if plan_detail not in ("compact", "full"):
+        raise UsageError(f"unknown plan detail {plan_detail!r}; choose compact or full")
     import onnx
 
     from ruleengine.rewrite import verify as verification
@@ -384,7 +389,7 @@ def fuse(
         timings=timings,
     )
     model_files = serialize_model(fused, f"{_stem(path)}.fused.onnx", external=external)
-    files = render_files(plan=plan, fused_model_files=model_files, graph=graph)
+    files = render_files(plan=plan, fused_model_files=model_files, graph=graph, detail=plan_detail)
     timings.append(("emit", time.perf_counter() - clock))
     plan = replace(plan, timings=tuple(timings))
     return FuseResult(analysis, plan, tuple(groups), fused, files, path)

@@ -40,6 +40,11 @@ class Solver(StrEnum):
     greedy = "greedy"
 
 
+class PlanDetail(StrEnum):
+    compact = "compact"
+    full = "full"
+
+
 class Format(StrEnum):
     text = "text"
     json = "json"

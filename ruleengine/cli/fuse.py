@@ -20,6 +20,7 @@ from ruleengine.cli.common import (
     EXIT_OK,
     PANEL_FUSE,
     Format,
+    PlanDetail,
     Preset,
     Solver,
     examples,
@@ -98,6 +99,11 @@ def fuse_command(
     ),
     time_limit: float = typer.Option(30.0, "--time-limit", help="Exact solver limit (s)."),
     fmt: Format = typer.Option(Format.text, "--format", "-f", help="Report on stdout."),
+    plan_detail: PlanDetail = typer.Option(
+        PlanDetail.compact,
+        "--plan-detail",
+        help="compact: a few rejected candidates per rule and verdict; full: all of them.",
+    ),
 ) -> None:
     """Fuse MODEL: write the fused ONNX model, plan.json, report and DOT graph to OUTDIR."""
 
@@ -119,6 +125,7 @@ def fuse_command(
             solver=solver.value,
             dims=parse_dims(dim),
             input_shapes=parse_input_shapes(input_shape),
+            plan_detail=plan_detail.value,
             enable=[*enable, *_env_names(ENV_ENABLE)],
             disable=[*disable, *_env_names(ENV_DISABLE)],
             benefit_threshold=benefit_threshold,

@@ -209,15 +209,12 @@ def _show_shape(shape: tuple) -> str:
 
 def _infer(
     model: onnx.ModelProto, where: str, opset: int
-) -> tuple[dict[str, onnx.TypeProto], tuple[Diagnostic, ...]]:
-    """Shapes of every tensor (``propagate.resolve_shapes``) on a copy without the declared
-    value_info (exporters often leave ``unk__`` symbols there); the declared shapes are
+) -> tuple[dict[str, tuple[int, tuple | None]], tuple[Diagnostic, ...]]:
+    """Shapes of every tensor (``propagate.resolve_shapes``); ``model``'s declared
+    value_info has been taken out (exporters often leave ``unk__`` symbols there) and is
     merged back in ``graph_from_model``. On failure, keep what is declared."""
-    fresh = onnx.ModelProto()
-    fresh.CopyFrom(model)
-    del fresh.graph.value_info[:]
     try:
-        return resolve_shapes(fresh, opset), ()
+        return resolve_shapes(model, opset), ()
     except Exception as exc:  # noqa: BLE001 - keep what the model declares
         last = exc
     msg = (
@@ -473,21 +470,22 @@ def graph_from_model(
     if "ai.onnx" in opsets and "" not in opsets:
         opsets[""] = opsets["ai.onnx"]
     opset = opsets.get("", 0)
-    inferred, warnings = _infer(model_copy, where, opset)
-    warnings = pre_warn + warnings
     g = model_copy.graph
     declared_inputs = {vi.name: _shape_of(vi.type) for vi in g.input}
-
     # Declared types: value_info, then inputs/outputs, then initializers (the truth).
     types: dict[str, tuple[str | None, tuple | None]] = {}
-    declared = model_copy.graph
-    for vi in (*declared.value_info, *declared.output, *declared.input):
+    for vi in (*g.value_info, *g.output, *g.input):
         if vi.type.HasField("tensor_type"):
             types[vi.name] = (_dtype_name(vi.type.tensor_type.elem_type), _shape_of(vi.type))
-    for name, tp in inferred.items():
-        dtype = _dtype_name(tp.tensor_type.elem_type)
-        old_dtype, old_shape = types.get(name, (None, None))
-        types[name] = (dtype or old_dtype, _better(_shape_of(tp), old_shape))
+    del g.value_info[:]  # inferred afresh; merged back below where they know more
+    inferred, warnings = _infer(model_copy, where, opset)
+    warnings = pre_warn + warnings
+    for name, (elem, shape) in inferred.items():
+        old = types.get(name)
+        if old is None:
+            types[name] = (_dtype_name(elem), shape)
+        else:
+            types[name] = (_dtype_name(elem) or old[0], _better(shape, old[1]))
     init_names: set[str] = set()
     const_values: dict[str, tuple] = {}
     for init in g.initializer:
@@ -667,7 +665,7 @@ def graph_from_model(
             consumers=tuple(consumers.get(t, ())),
             is_initializer=t in init_names,
             is_constant=t in init_names or t in const_nodes,
-            is_graph_input=t in graph_inputs,
+            is_graph_input=t in graph_input_set,
             is_graph_output=t in outputs_set,
             const_value=const_values.get(t),
             const_foldable=t in foldable,

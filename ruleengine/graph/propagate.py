@@ -258,21 +258,25 @@ def _constant_value(node: onnx.NodeProto) -> Value | None:
     return None
 
 
-def _type_shape(tp: onnx.TypeProto) -> tuple | None:
-    """Static dims as ints, every other dim as None; None when the rank is unknown."""
-    if not tp.HasField("tensor_type") or not tp.tensor_type.HasField("shape"):
+def type_shape(tp: onnx.TypeProto) -> tuple[int | str | None, ...] | None:
+    """Static dims as ints, symbolic ones by name, unknown ones as None; None when the
+    rank is unknown."""
+    tt = tp.tensor_type
+    if not tp.HasField("tensor_type") or not tt.HasField("shape"):
         return None
-    return tuple(
-        int(d.dim_value) if d.HasField("dim_value") else None for d in tp.tensor_type.shape.dim
-    )
+    out: list[int | str | None] = []
+    for d in tt.shape.dim:
+        which = d.WhichOneof("value")
+        out.append(d.dim_value if which == "dim_value" else (d.dim_param or None))
+    return tuple(out)
 
 
 def _static(shape: tuple | None) -> bool:
-    return shape is not None and all(d is not None for d in shape)
+    return shape is not None and all(type(d) is int for d in shape)
 
 
 def _known_dims(shape: tuple | None) -> int:
-    return -1 if shape is None else sum(d is not None for d in shape)
+    return -1 if shape is None else sum(type(d) is int for d in shape)
 
 
 def _node_value(
@@ -313,7 +317,7 @@ def _node_value(
 def _symbolic_inputs(model: onnx.ModelProto) -> bool:
     inits = {i.name for i in model.graph.initializer}
     return any(
-        _type_shape(vi.type) is None or not _static(_type_shape(vi.type))
+        type_shape(vi.type) is None or not _static(type_shape(vi.type))
         for vi in model.graph.input
         if vi.name not in inits and vi.type.HasField("tensor_type")
     )
@@ -329,11 +333,12 @@ def infer(model: onnx.ModelProto) -> onnx.ModelProto:
 
 def resolve_shapes(
     model: onnx.ModelProto, opset: int, stats: dict[str, Any] | None = None
-) -> dict[str, onnx.TypeProto]:
+) -> dict[str, tuple[int, tuple | None]]:
     """Every tensor's type: ONNX's whole-graph inference, then, only where a shape is
     still not static, one topological pass that computes small values (shape vectors)
     and re-infers each such node with ONNX's per-node inference given those values.
-    ``model`` has no value_info and is not modified."""
+    ``model`` has no value_info and is not modified. Returns name -> (ONNX element type,
+    shape as ``type_shape`` gives it)."""
     inferred = infer(model)
     g = inferred.graph
     types: dict[str, onnx.TypeProto] = {}
@@ -342,7 +347,7 @@ def resolve_shapes(
             types[vi.name] = vi.type
     for init in g.initializer:
         types[init.name] = helper.make_tensor_type_proto(init.data_type, list(init.dims))
-    shapes = {name: _type_shape(tp) for name, tp in types.items()}
+    shapes = {name: type_shape(tp) for name, tp in types.items()}
     reinferred = improved = 0
     if not all(_static(s) for s in shapes.values()):
         values: dict[str, Value] = {}
@@ -365,7 +370,7 @@ def resolve_shapes(
     if stats is not None:
         stats["reinferred"] = reinferred
         stats["improved"] = improved
-    return types
+    return {name: (tp.tensor_type.elem_type, shapes[name]) for name, tp in types.items()}
 
 
 def _reinfer(
@@ -399,7 +404,7 @@ def _reinfer(
         return 0
     n = 0
     for name, tp in out.items():
-        new = _type_shape(tp)
+        new = type_shape(tp)
         if _known_dims(new) > _known_dims(shapes.get(name)):
             types[name] = tp
             shapes[name] = new

@@ -75,6 +75,7 @@ def render_files(
     plan: Any,
     fused_model_files: Mapping[str, bytes],
     graph: Any,
+    detail: str = "compact",
 ) -> dict[str, bytes]:
     """Every output file's bytes, keyed by path relative to OUTDIR (deterministic order).
 
@@ -85,7 +86,7 @@ def render_files(
     from ruleengine.rewrite.report import report_json, report_text
 
     files: dict[str, bytes] = dict(fused_model_files)
-    files["plan.json"] = json_bytes(plan_json(plan))
+    files["plan.json"] = json_bytes(plan_json(plan, detail))
     dot_text = render_dot(graph, plan.groups)
     files["graph.dot"] = dot_text.encode()
     svg = render_svg(dot_text)
@@ -133,6 +134,6 @@ def render_files(
     for path, groups in sorted(rule_dots.items()):
         files[path] = render_dot(graph, groups, only_groups=True).encode()
     names = [*files, "report.txt", "report.json"]
-    files["report.txt"] = report_text(plan, names).encode()
+    files["report.txt"] = report_text(plan, names, detail=detail).encode()
     files["report.json"] = json_bytes(report_json(plan, names))
     return files

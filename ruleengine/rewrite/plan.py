@@ -373,8 +373,34 @@ def verification_json(v: Verification | None) -> dict[str, Any] | None:
     }
 
 
-def plan_json(plan: Plan) -> dict[str, Any]:
-    """plan.json (schemas/plan.schema.json): the contract with the kernel generator."""
+PLAN_DETAILS = ("compact", "full")
+EXAMPLES_PER_VERDICT = 3  # compact detail: rejected candidates kept per (rule, verdict)
+
+
+def shown_rejections(plan: Plan, detail: str = "compact") -> tuple[Rejection, ...]:
+    """The rejected candidates a compact plan or report lists: the first few of each
+    (rule, verdict), so every kind of "no" stays visible while the size stays bounded by
+    the rule set, not by the graph (a 2048-layer stack has ~10^5 rejections). ``full``
+    lists them all."""
+    if detail == "full":
+        return plan.rejected
+    seen: dict[tuple[str, str], int] = {}
+    out = []
+    for r in plan.rejected:
+        k = (r.rule, r.verdict)
+        seen[k] = seen.get(k, 0) + 1
+        if seen[k] <= EXAMPLES_PER_VERDICT:
+            out.append(r)
+    return tuple(out)
+
+
+def plan_json(plan: Plan, detail: str = "compact") -> dict[str, Any]:
+    """plan.json (schemas/plan.schema.json): the contract with the kernel generator.
+    ``detail`` "compact" lists a few rejections per (rule, verdict) and counts them all;
+    "full" lists every one (``--plan-detail full``)."""
+    by_verdict: dict[str, int] = {}
+    for r in plan.rejected:
+        by_verdict[r.verdict] = by_verdict.get(r.verdict, 0) + 1
     return {
         "schema_version": PLAN_SCHEMA_VERSION,
         "model": plan.model,
@@ -407,8 +433,10 @@ def plan_json(plan: Plan) -> dict[str, Any]:
                 "code": r.code,
                 "reason": r.reason,
             }
-            for r in plan.rejected
+            for r in shown_rejections(plan, detail)
         ],
+        "detail": detail,
+        "rejected_by_verdict": dict(sorted(by_verdict.items())),
         "rules": [{"rule": s.rule, "matched": s.matched, "fused": s.fused} for s in plan.rules],
         "verification": verification_json(plan.verification),
     }

@@ -124,6 +124,7 @@ def report_text(
     outdir: str | None = None,
     timings: bool = True,
     max_rejected: int | None = None,
+    detail: str = "full",
 ) -> str:
     """report.txt and the terminal output of ``autofusion fuse``.
 
@@ -168,8 +169,10 @@ def report_text(
         summary = ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))
         noun = "candidate" if len(plan.rejected) == 1 else "candidates"
         lines.append(f"Not fused ({len(plan.rejected)} {noun}: {summary})")
-        if max_rejected is None:  # report.txt: everything, in full
-            shown = plan.rejected
+        if max_rejected is None:  # report.txt: in full, or a few per (rule, verdict)
+            from ruleengine.rewrite.plan import shown_rejections
+
+            shown = shown_rejections(plan, detail)
             rows = [[r.rule, _nodes_short(r.nodes), r.verdict, r.reason] for r in shown]
         else:  # a terminal: the first rows, each fitting a line or two
             shown = plan.rejected[:max_rejected]
@@ -179,8 +182,10 @@ def report_text(
             ]
         lines += _table(["rule", "nodes", "verdict", "reason"], rows, set())
         if len(shown) < len(plan.rejected):
+            where = "report.txt and plan.json" if max_rejected is not None else "this report"
             lines.append(
-                f"  ... {len(plan.rejected) - len(shown)} more in report.txt and plan.json"
+                f"  ... {len(plan.rejected) - len(shown)} more (listed in {where} with "
+                "--plan-detail full; autofusion explain shows any one)"
             )
         lines.append("")
     active = [s for s in plan.rules if s.matched]
