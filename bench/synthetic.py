@@ -145,3 +145,37 @@ match:
         input0: {from_op: 1}
 rewrite: {target_op: ScaledScores}
 """
+
+
+WEIGHT_FORMS = ("initializers", "inputs", "external")
+
+
+def decoder_stack_weights(layers: int, form: str) -> onnx.ModelProto:
+    """``decoder_stack`` with its own weights per layer, held as ``form``: initializers
+    (in the file), graph inputs (what an LLM export with weights fed at run time looks
+    like: ~12 inputs per layer), or initializers meant for external data (the caller
+    saves with ``save_as_external_data``). Shape constants stay shared initializers."""
+    m = decoder_stack(layers)
+    g = m.graph
+    per_layer = {i.name: i for i in g.initializer if i.name.startswith(("w_", "b_", "norm_w"))}
+    used: dict[str, str] = {}
+    for node in g.node:
+        layer = node.name.split("_", 1)[0]
+        for k, t in enumerate(node.input):
+            if t in per_layer:
+                name = f"{layer}.{t}"
+                node.input[k] = name
+                used[name] = t
+    keep = [i for i in g.initializer if i.name not in per_layer]
+    del g.initializer[:]
+    g.initializer.extend(keep)
+    for name, base in used.items():
+        src = per_layer[base]
+        if form == "inputs":
+            g.input.append(helper.make_tensor_value_info(name, src.data_type, list(src.dims)))
+        else:
+            t = onnx.TensorProto()
+            t.CopyFrom(src)
+            t.name = name
+            g.initializer.append(t)
+    return m

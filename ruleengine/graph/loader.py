@@ -208,13 +208,13 @@ def _show_shape(shape: tuple) -> str:
 
 
 def _infer(
-    model: onnx.ModelProto, where: str, opset: int
+    model: onnx.ModelProto, where: str, opset: int, folder: Path | None = None
 ) -> tuple[dict[str, tuple[int, tuple | None]], tuple[Diagnostic, ...]]:
     """Shapes of every tensor (``propagate.resolve_shapes``); ``model``'s declared
     value_info has been taken out (exporters often leave ``unk__`` symbols there) and is
     merged back in ``graph_from_model``. On failure, keep what is declared."""
     try:
-        return resolve_shapes(model, opset), ()
+        return resolve_shapes(model, opset, folder=folder), ()
     except Exception as exc:  # noqa: BLE001 - keep what the model declares
         last = exc
     msg = (
@@ -478,7 +478,8 @@ def graph_from_model(
         if vi.type.HasField("tensor_type"):
             types[vi.name] = (_dtype_name(vi.type.tensor_type.elem_type), _shape_of(vi.type))
     del g.value_info[:]  # inferred afresh; merged back below where they know more
-    inferred, warnings = _infer(model_copy, where, opset)
+    folder = None if where.startswith("<") else Path(where).resolve().parent
+    inferred, warnings = _infer(model_copy, where, opset, folder)
     warnings = pre_warn + warnings
     for name, (elem, shape) in inferred.items():
         old = types.get(name)

@@ -9,14 +9,17 @@ are replaced by ``Constant`` nodes in a private copy of the model, and ONNX's in
 runs again; repeated until no new value is found (two or three rounds on real exports).
 
 Only inline initializers of at most ``VALUE_NUMEL`` elements are read (shape vectors,
-axes, scalars); external data is never opened, so the result is the same from any
-working directory and with the weight file absent. See docs/shapes.md for the figures
+axes, scalars), and integer tensors of at most ``EXTERNAL_INT_NUMEL`` elements kept in
+external data, from the model's own folder; weights are never read, and the working
+directory plays no part, so the result is the same from anywhere and with the weight
+file absent (as long as shape vectors are not stored in it). See docs/shapes.md for the figures
 that chose this over onnx's data propagation and onnxruntime's symbolic inference.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -233,6 +236,38 @@ def _eval(
 EVALUATED = frozenset({*_SIMPLE, *_OPSET, "Slice", "Shape", "Size", "Constant"})
 
 
+# Externally stored integer tensors of at most this many elements (shape vectors, axes,
+# never weights) are read from the model's own folder when the file is there.
+EXTERNAL_INT_NUMEL = 64
+_INT_TYPES = frozenset({TensorProto.INT64, TensorProto.INT32})
+
+
+def _external_int_value(t: TensorProto, folder: Path | None) -> Value | None:
+    """A small integer tensor kept in external data, read at its offset from a file in
+    the model's folder (never the working directory); None if absent or malformed."""
+    numel = int(np.prod(t.dims)) if len(t.dims) else 1
+    if folder is None or t.data_type not in _INT_TYPES or numel > EXTERNAL_INT_NUMEL:
+        return None
+    info = {e.key: e.value for e in t.external_data}
+    dtype = np.dtype(np.int64 if t.data_type == TensorProto.INT64 else np.int32)
+    try:
+        path = (folder / info["location"]).resolve()
+        if not path.is_relative_to(folder.resolve()) or not path.is_file():
+            return None
+        offset = int(info.get("offset", 0))
+        length = int(info.get("length", numel * dtype.itemsize))
+        if length != numel * dtype.itemsize:
+            return None
+        with open(path, "rb") as f:
+            f.seek(offset)
+            raw = f.read(length)
+    except (KeyError, ValueError, OSError):
+        return None
+    if len(raw) != length:
+        return None
+    return np.frombuffer(raw, dtype="<" + dtype.str[1:]).reshape(tuple(t.dims)).copy()
+
+
 def _inline_value(t: TensorProto) -> Value | None:
     numel = int(np.prod(t.dims)) if len(t.dims) else 1
     if numel > VALUE_NUMEL or t.data_location == TensorProto.EXTERNAL:
@@ -332,7 +367,10 @@ def infer(model: onnx.ModelProto) -> onnx.ModelProto:
 
 
 def resolve_shapes(
-    model: onnx.ModelProto, opset: int, stats: dict[str, Any] | None = None
+    model: onnx.ModelProto,
+    opset: int,
+    stats: dict[str, Any] | None = None,
+    folder: Path | None = None,
 ) -> dict[str, tuple[int, tuple | None]]:
     """Every tensor's type: ONNX's whole-graph inference, then, only where a shape is
     still not static, one topological pass that computes small values (shape vectors)
@@ -353,6 +391,8 @@ def resolve_shapes(
         values: dict[str, Value] = {}
         for init in g.initializer:
             v = _inline_value(init)
+            if v is None and init.data_location == TensorProto.EXTERNAL:
+                v = _external_int_value(init, folder)
             if v is not None:
                 values[init.name] = v
         protos: dict[str, TensorProto] = {}

@@ -275,3 +275,18 @@ def test_weight_transpose_is_compile_time_and_moves_no_bytes(tmp_path: Path) -> 
     assert group["rule"] == "matmul_relu"
     assert group["bytes_before"] == x + wt + mm + mm + y
     assert "compile-time nodes:   1" in result.files["report.txt"].decode()
+
+
+def test_shape_vectors_in_external_data_are_read_from_the_model_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Some tools move every initializer out (size threshold 0), shape vectors included:
+    small integer tensors are read from the model's folder (never the cwd), weights not."""
+    m = onnx.load(str(SHARED / "bert-tiny.dynamo.onnx"))
+    del m.graph.value_info[:]
+    convert_model_to_external_data(m, location="w.bin", size_threshold=0)
+    (tmp_path / "m").mkdir()
+    onnx.save(m, str(tmp_path / "m" / "model.onnx"))
+    monkeypatch.chdir(tmp_path)
+    g = load_graph(tmp_path / "m" / "model.onnx")
+    assert g.unknown_size_tensors == ()
