@@ -93,6 +93,8 @@ class AutoFusion:
         dims: Mapping[str, int] | None = None,
         seed: int = 0,
         time_limit_s: float = 30.0,
+        verify_mode: str = "auto",
+        copy_weights: bool = False,
     ) -> None:
         # One path may be given as such: tuple('rules/') would be its characters.
         self.rules = (rules,) if isinstance(rules, str | os.PathLike) else tuple(rules)
@@ -106,6 +108,8 @@ class AutoFusion:
         self.dims = dict(dims or {})
         self.seed = seed
         self.time_limit_s = time_limit_s
+        self.verify_mode = verify_mode
+        self.copy_weights = copy_weights
 
     def _options(self) -> dict[str, Any]:
         return {
@@ -154,6 +158,9 @@ class AutoFusion:
                 safe=self.safe_mode,
                 inputs=inputs,
                 seed=self.seed,
+                verify_mode=self.verify_mode,
+                outdir=output_dir,
+                copy_weights=self.copy_weights,
             )
             if output_dir is not None:
                 write_outputs(result, output_dir)

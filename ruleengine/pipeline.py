@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     import onnx
 
     from ruleengine.rewrite.model import FusedGroup, Plan
+    from ruleengine.rewrite.weights import Placement, WeightSurvey
 
 DEFAULT_TARGET = "ascend910b"
 DEFAULT_PRESET = "all"
@@ -65,6 +66,11 @@ class FuseResult:
     fused_model: onnx.ModelProto
     files: Mapping[str, bytes]  # path relative to OUTDIR -> bytes
     model_path: Path
+    weights: WeightSurvey | None = None
+    placements: tuple[Placement, ...] = ()  # how the fused model references the weights
+    warnings: tuple[Diagnostic, ...] = ()  # weights missing or outside OUTDIR
+    outdir: Path | None = None  # the directory ``files`` were rendered for
+    copy_weights: bool = False
 
     @property
     def fused_name(self) -> str:
@@ -196,22 +202,28 @@ def fuse(
     seed: int = 0,
     time_limit_s: float = 30.0,
     progress: Progress | None = None,
+    verify_mode: str = "auto",
+    outdir: str | Path | None = None,
+    copy_weights: bool = False,
     corrupt_rules: Sequence[str] = (),
     plan_detail: str = "compact",
 ) -> FuseResult:
     """Decide, rewrite, verify and render a fused model; returns every output in memory.
 
-    ``verify`` defaults to on in safe mode and off otherwise. ``corrupt_rules`` is a
-    test-only hook (docs/fuse.md): those rules' function bodies are deliberately wrong.
+    No weight byte is read unless verification runs. ``verify`` defaults to on in safe
+    mode and off otherwise; ``verify_mode`` is auto, whole or per-group. ``outdir`` is
+    where the files will be written (the fused model's weight references resolve from
+    there; ``write_outputs`` to another directory re-points them). ``corrupt_rules`` is a
+    test-only hook of this function (docs/fuse.md): those rules' function bodies are
+    deliberately wrong.
     ``plan_detail`` "compact" lists a few rejected candidates per (rule, verdict) in
     plan.json and report.txt (sizes bounded by the rule set); "full" lists every one.
     """
     if plan_detail not in ("compact", "full"):
         raise UsageError(f"unknown plan detail {plan_detail!r}; choose compact or full")
-    import onnx
 
-    from ruleengine.rewrite import verify as verification
-    from ruleengine.rewrite.emit import INLINE_LIMIT_BYTES, render_files, serialize_model
+    from ruleengine.rewrite import weights
+    from ruleengine.rewrite.emit import render_files, serialize_model
     from ruleengine.rewrite.onnx_rewrite import fused_nodes, rewrite_model
     from ruleengine.rewrite.plan import build_groups, build_plan, check_output_paths
 
@@ -239,26 +251,32 @@ def fuse(
     graph = analysis.graph
     from ruleengine.graph.loader import read_model
 
-    proto = read_model(path)  # the rewriter needs the weights (analysis never did)
-    external = _uses_external_data(proto)
-    try:
-        from onnx.external_data_helper import load_external_data_for_model
-
-        if external:
-            load_external_data_for_model(proto, str(path.parent))
-    except Exception as exc:  # noqa: BLE001 - missing, short or escaping weight files
-        why = f"cannot read the external weights of {path.name}: {type(exc).__name__}: {exc}"
-        raise GraphLoadError(
-            why,
+    proto = read_model(path)  # the graph only: fusion changes no weight, none is read
+    found = weights.survey(proto, path)
+    _check_weight_files(found, path)
+    warnings = tuple(_missing_weights(found, path))
+    if do_verify and found.missing:
+        names = ", ".join(str(f.path) for f in found.missing)
+        raise UsageError(
+            f"--verify/--safe need the model's weights, and {names} is missing",
             (
-                codes.make(
-                    "external-data-unreadable",
-                    why,
+                Diagnostic(
+                    "AF521",
+                    "verify-needs-weights",
+                    Severity.ERROR,
+                    f"weights file {names} not found: onnxruntime cannot run the model "
+                    "without it, so nothing can be verified",
                     Location(str(path)),
-                    hint="keep every weight file the model names beside it, as exported",
+                    "put the weights file where the model references it, or fuse without "
+                    "--verify/--safe (the plan never needs a weight)",
                 ),
             ),
-        ) from None
+        )
+    choice = None
+    if do_verify:  # refuse a run that cannot fit before anything else is done
+        from ruleengine.verification import choose_mode
+
+        choice = choose_mode(graph, found, verify_mode, str(path))
     groups = build_groups(graph, analysis.resolution.chosen, analysis.rule_set)
     _note(progress, f"rewriting {len(groups)} groups")
 
@@ -271,102 +289,32 @@ def fuse(
 
     result_verification = None
     dropped: tuple[FusedGroup, ...] = ()
-    if do_verify:
+    if choice is not None:
+        from ruleengine.verification import verify_fused
+
         _note(progress, "verifying in onnxruntime")
-        if inputs is not None:
-            feeds = verification.load_inputs(inputs, proto)
-            source = Path(inputs).name
-        else:
-            feeds = verification.make_inputs(proto, seed=seed, dims=graph.bound_dims)
-            source = f"random (seed {seed})"
-        try:
-            reference = verification.run_model(path, feeds)
-        except Exception as exc:  # noqa: BLE001 - the original model itself does not run
-            why = (
-                f"onnxruntime cannot run the original model {path.name} on {source} inputs: "
-                f"{verification._short(exc)}"
-            )
-            hint = (
-                "if the model needs particular input values (shapes, axes, indices), pass "
-                "them with --inputs FILE.npz; or fuse without --verify/--safe"
-                if inputs is None
-                else "check the arrays in the inputs file, or fuse without --verify/--safe"
-            )
-            raise UsageError(
-                f"onnxruntime cannot run the original model {path.name}, so nothing to "
-                "verify against",
-                (
-                    Diagnostic(
-                        "AF501", "unreadable-model", Severity.ERROR, why, Location(str(path)), hint
-                    ),
-                ),
-            ) from None
-        result_verification = verification.verify(reference, fused, feeds, source)
-        runs = 1
-        found_by: list[str] = []
-        if safe and not result_verification.ok and groups:
-            # 1. each fused node on its own, fed the original's values: exact and linear
-            isolated, extra = verification.isolate_failures(proto, fused, groups, feeds)
-            runs += extra
-            if isolated:
-                found_by.append("isolation check")
-                _note(progress, f"safe mode: {len(isolated)} group(s) fail on their own")
-                dropped = isolated
-                groups = tuple(g for g in groups if g not in isolated)
-                fused = build(groups)
-                result_verification = verification.verify(reference, fused, feeds, source)
-                runs += 1
-            # 2. what fails only in combination: bisection over whole-model runs
-            if not result_verification.ok and groups:
-
-                def passes(subset: Sequence[FusedGroup]) -> bool:
-                    return verification.verify(reference, build(subset), feeds, source).ok
-
-                kept, more, extra = verification.bisect_failures(groups, passes, progress)
-                runs += extra
-                found_by.append("bisection")
-                dropped = (*dropped, *more)
-                groups = kept
-                fused = build(groups)
-                result_verification = verification.verify(reference, fused, feeds, source)
-                runs += 1
-        result_verification = replace(
-            result_verification,
-            runs=runs,
-            dropped_groups=tuple(sorted(g.id for g in dropped)),
-            found_by=" + ".join(found_by) or None,
+        _note(progress, f"verification mode: {choice.mode} ({choice.reason})")
+        outcome = verify_fused(
+            path=path,
+            original=proto,
+            fused=fused,
+            graph=graph,
+            groups=groups,
+            build=build,
+            weights=found,
+            choice=choice,
+            inputs=inputs,
+            seed=seed,
+            safe=safe,
+            progress=progress,
         )
+        groups, dropped, fused = outcome.groups, outcome.dropped, outcome.fused
+        result_verification = outcome.verification
         timings.append(("verify", time.perf_counter() - clock))
         clock = time.perf_counter()
 
     _note(progress, "checking the fused model")
-    if fused.ByteSize() < INLINE_LIMIT_BYTES:  # larger ones cannot be checked in memory
-        try:
-            onnx.checker.check_model(fused, full_check=True)
-        except Exception as exc:  # noqa: BLE001 - a checker failure is our bug; say so
-            from ruleengine.rewrite.onnx_rewrite import RewriteError
-
-            try:  # ... unless the input model fails it already: then the input is at fault
-                onnx.checker.check_model(proto, full_check=True)
-            except Exception as original:  # noqa: BLE001 - any checker failure
-                first = str(original).strip().splitlines()[0] if str(original).strip() else ""
-                raise GraphLoadError(
-                    f"the input model {path.name} fails onnx.checker ({first}), so no "
-                    "fused model written from it can pass",
-                    (
-                        Diagnostic(
-                            "AF501",
-                            "unreadable-model",
-                            Severity.ERROR,
-                            f"onnx.checker: {first}",
-                            Location(str(path)),
-                            'fix the model (python -c "import onnx; '
-                            "onnx.checker.check_model('MODEL', full_check=True)\" shows "
-                            "what is wrong) and fuse again",
-                        ),
-                    ),
-                ) from None
-            raise RewriteError(f"the fused model fails onnx.checker: {exc}") from None
+    _check_in_memory(fused, proto, path)
     timings.append(("check", time.perf_counter() - clock))
     clock = time.perf_counter()
     called = fused_nodes(fused)
@@ -375,7 +323,7 @@ def fuse(
         for g in groups
     )
     plan = build_plan(
-        model_sha256=hashlib.sha256(path.read_bytes()).hexdigest(),
+        model_sha256=_sha256(path),
         model_name=path.name,
         graph=graph,
         rule_set=analysis.rule_set,
@@ -388,17 +336,149 @@ def fuse(
         verification=result_verification,
         timings=timings,
     )
-    model_files = serialize_model(fused, f"{_stem(path)}.fused.onnx", external=external)
-    files = render_files(plan=plan, fused_model_files=model_files, graph=graph, detail=plan_detail)
+    fused_name = f"{_stem(path)}.fused.onnx"
+    target_dir = Path(outdir) if outdir is not None else path.parent
+    placements = weights.place(
+        found, target_dir, copy=copy_weights, reserved=_reserved(fused_name, plan)
+    )
+    warnings += tuple(_outside(placements, path))
+    model_files = serialize_model(fused, fused_name, placements)
+    files = render_files(
+        plan=plan,
+        fused_model_files=model_files,
+        graph=graph,
+        extra_names=tuple(p.new_location for p in placements if p.how in ("link", "copy")),
+        detail=plan_detail,
+    )
     timings.append(("emit", time.perf_counter() - clock))
     plan = replace(plan, timings=tuple(timings))
-    return FuseResult(analysis, plan, tuple(groups), fused, files, path)
+    return FuseResult(
+        analysis,
+        plan,
+        tuple(groups),
+        fused,
+        files,
+        path,
+        weights=found,
+        placements=placements,
+        warnings=warnings,
+        outdir=target_dir,
+        copy_weights=copy_weights,
+    )
 
 
-def _uses_external_data(model: onnx.ModelProto) -> bool:
-    from onnx.external_data_helper import uses_external_data
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
 
-    return any(uses_external_data(t) for t in model.graph.initializer)
+
+def _reserved(fused_name: str, plan: Plan) -> tuple[str, ...]:
+    """OUTDIR paths the fuse outputs take (a linked weights file must not take them)."""
+    names = [fused_name, f"{fused_name}.data", "plan.json", "graph.dot", "graph.svg"]
+    names += ["report.txt", "report.json"]
+    for g in plan.groups:
+        if g.kernel.file_path:
+            names.append(f"{g.kernel.file_path}/{g.kernel.kernel_name}.kernel.json")
+    return tuple(names)
+
+
+def _check_weight_files(found: WeightSurvey, path: Path) -> None:
+    """AF542 for weight files that are there but cannot be right: too short for the
+    tensors that name them, or outside the model's folder (absolute, ``..``)."""
+
+    for f in found.files:
+        inside = f.path == found.model_dir or found.model_dir in f.path.parents
+        size = f.path.stat().st_size if f.present else None
+        why = None
+        if not inside:
+            why = f"weights file {f.location!r} of {path.name} is outside the model's folder"
+        elif size is not None and size < f.needed_bytes:
+            why = (
+                f"weights file {f.location} of {path.name} holds {size} bytes, its tensors "
+                f"need {f.needed_bytes}"
+            )
+        if why is not None:
+            raise GraphLoadError(
+                why,
+                (
+                    codes.make(
+                        "external-data-unreadable",
+                        why,
+                        Location(str(path)),
+                        hint="keep every weight file the model names beside it, as exported",
+                    ),
+                ),
+            )
+
+
+def _missing_weights(found: WeightSurvey, path: Path) -> list[Diagnostic]:
+    return [
+        Diagnostic(
+            "AF520",
+            "weights-missing",
+            Severity.WARNING,
+            f"weights file {f.location} ({f.path}) not found: the plan and the fused graph "
+            f"are written; its {f.tensors} external tensor(s) reference the same file",
+            Location(str(path)),
+            "put the weights file there to run or verify the fused model",
+        )
+        for f in found.missing
+    ]
+
+
+def _outside(placements: Sequence[Placement], path: Path) -> list[Diagnostic]:
+    return [
+        Diagnostic(
+            "AF524",
+            "weights-outside-outdir",
+            Severity.WARNING,
+            f"weights file {p.source} cannot be hard-linked into the output directory "
+            f"(another filesystem); the fused model references it as {p.new_location}, "
+            "which onnx.checker and onnxruntime refuse",
+            Location(str(path)),
+            "pass --copy-weights, or write to an output directory on the weights' filesystem",
+        )
+        for p in placements
+        if p.how == "outside"
+    ]
+
+
+def _check_in_memory(fused: onnx.ModelProto, proto: onnx.ModelProto, path: Path) -> None:
+    """onnx.checker (full_check) on the fused graph; the weights' files are checked on
+    the written model's path (``write_outputs``)."""
+    import onnx
+
+    from ruleengine.rewrite import weights
+    from ruleengine.rewrite.emit import INLINE_LIMIT_BYTES
+    from ruleengine.rewrite.onnx_rewrite import RewriteError
+
+    try:
+        onnx.checker.check_model(weights.checkable(fused, INLINE_LIMIT_BYTES), full_check=True)
+    except Exception as exc:  # noqa: BLE001 - a checker failure is our bug; say so
+        try:  # ... unless the input model fails it already: then the input is at fault
+            onnx.checker.check_model(weights.checkable(proto, INLINE_LIMIT_BYTES), full_check=True)
+        except Exception as original:  # noqa: BLE001 - any checker failure
+            first = str(original).strip().splitlines()[0] if str(original).strip() else ""
+            raise GraphLoadError(
+                f"the input model {path.name} fails onnx.checker ({first}), so no "
+                "fused model written from it can pass",
+                (
+                    Diagnostic(
+                        "AF501",
+                        "unreadable-model",
+                        Severity.ERROR,
+                        f"onnx.checker: {first}",
+                        Location(str(path)),
+                        'fix the model (python -c "import onnx; '
+                        "onnx.checker.check_model('MODEL', full_check=True)\" shows "
+                        "what is wrong) and fuse again",
+                    ),
+                ),
+            ) from None
+        raise RewriteError(f"the fused model fails onnx.checker: {exc}") from None
 
 
 def _stem(path: Path) -> str:
@@ -407,7 +487,40 @@ def _stem(path: Path) -> str:
 
 
 def write_outputs(result: FuseResult, outdir: str | Path) -> tuple[Path, ...]:
-    """Write every file of a fuse run atomically under ``outdir`` (never the input model)."""
-    from ruleengine.rewrite.emit import write_atomically
+    """Write every file of a fuse run atomically under ``outdir`` (never the input model),
+    hard-link or copy the weights there, then run onnx.checker on the written model's path
+    when all its weights resolve from ``outdir``."""
+    from ruleengine.rewrite import weights
+    from ruleengine.rewrite.emit import serialize_model, write_atomically
 
-    return write_atomically(outdir, result.files, protect=(result.model_path,))
+    files = dict(result.files)
+    placements = result.placements
+    if (
+        result.weights is not None
+        and result.weights.files
+        and (result.outdir is None or Path(outdir).resolve() != result.outdir.resolve())
+    ):  # rendered for another directory: re-point the weight references
+        name = result.fused_name
+        placements = weights.place(
+            result.weights, outdir, copy=result.copy_weights, reserved=_reserved(name, result.plan)
+        )
+        files.update(serialize_model(result.fused_model, name, placements))
+    sources = {p.new_location: (p.source, p.how) for p in placements if p.how in ("link", "copy")}
+    written = write_atomically(outdir, files, protect=(result.model_path,), sources=sources)
+    if all(p.how in ("inside", "copy") for p in placements):
+        # onnx.checker refuses hard-linked data (a "hardlink attack" to onnx >= 1.18) and
+        # data outside the folder; onnxruntime loads hard links.
+        _check_on_path(Path(outdir) / result.fused_name)
+    return written
+
+
+def _check_on_path(model: Path) -> None:
+    """onnx.checker on the written file: its external data must resolve from its folder."""
+    import onnx
+
+    from ruleengine.rewrite.onnx_rewrite import RewriteError
+
+    try:
+        onnx.checker.check_model(str(model), full_check=True)
+    except Exception as exc:  # noqa: BLE001 - our bug: the in-memory check passed
+        raise RewriteError(f"the written fused model {model} fails onnx.checker: {exc}") from None

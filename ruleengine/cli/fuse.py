@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from enum import StrEnum
 from pathlib import Path
 
 import typer
@@ -29,6 +30,13 @@ from ruleengine.cli.common import (
     parse_input_shapes,
     warn_inputs,
 )
+
+
+class VerifyMode(StrEnum):
+    auto = "auto"
+    whole = "whole"
+    per_group = "per-group"
+
 
 ENV_ENABLE = "AUTOFUSION_RULES"
 ENV_DISABLE = "AUTOFUSION_DISABLE"
@@ -57,6 +65,7 @@ def _progress_printer():
         "autofusion fuse model.onnx --rules rules/ --target ascend910b -o out/",
         "autofusion fuse model.onnx --preset transformer --dim seq=512 --verify",
         "autofusion fuse model.onnx --safe --inputs sample.npz",
+        "autofusion fuse llama.onnx --safe --verify-mode per-group -o out/",
         "autofusion fuse model.onnx --disable softmax --solver greedy -f json",
         "AUTOFUSION_DISABLE=softmax,gelu_erf autofusion fuse model.onnx",
     ),
@@ -94,6 +103,17 @@ def fuse_command(
         None, "--inputs", help="Verification inputs (.npz, one array per model input)."
     ),
     seed: int = typer.Option(0, "--seed", help="Seed of the random verification inputs."),
+    verify_mode: VerifyMode = typer.Option(
+        VerifyMode.auto,
+        "--verify-mode",
+        help="Verify the whole model at once, each group alone (bounded memory), or choose "
+        "from the memory estimate (auto).",
+    ),
+    copy_weights: bool = typer.Option(
+        False,
+        "--copy-weights",
+        help="Copy external weight files into OUTDIR (default: hard link, or reference).",
+    ),
     benefit_threshold: float | None = typer.Option(
         None, "--benefit-threshold", help="Minimum relative HBM gain for every rule."
     ),
@@ -135,9 +155,24 @@ def fuse_command(
             seed=seed,
             time_limit_s=time_limit,
             progress=_progress_printer(),
+            verify_mode=verify_mode.value,
+            outdir=outdir,
+            copy_weights=copy_weights,
         )
         warn_inputs(result.analysis.graph, result.analysis.rule_set)
+        for diag in result.warnings:
+            typer.echo(f"warning: {diag.code} {diag.message}", err=True)
+            if diag.hint:
+                typer.echo(f"  hint: {diag.hint}", err=True)
         write_outputs(result, outdir)
+        linked = [p.new_location for p in result.placements if p.how == "link"]
+        if linked:
+            typer.echo(
+                f"note: weights hard-linked into {outdir} ({', '.join(linked)}): onnxruntime "
+                "loads the fused model; onnx.load/onnx.checker refuse hard-linked data, so "
+                "pass --copy-weights for onnx tools",
+                err=True,
+            )
         names = list(result.files)
         if fmt is Format.json:
             typer.echo(json.dumps(report_json(result.plan, names), indent=2))

@@ -586,13 +586,14 @@ _CODES: tuple[CodeInfo, ...] = (
         "AF542",
         "external-data-unreadable",
         _E,
-        "A weight file the model refers to (external data) is missing, too short or "
-        "outside the model's folder.",
-        "Weights kept outside the .onnx file are read only when the fused model is "
-        "written; the model's folder must hold every file its initializers name. Exit "
-        "code 2.",
+        "A weight file the model refers to (external data) is too short or outside the "
+        "model's folder.",
+        "fuse never reads a weight, but a file that cannot hold the tensors naming it, or "
+        "one outside the model's folder (an absolute path, '..'), means a broken or "
+        "hostile model; onnx and onnxruntime refuse it too. A missing file is only a "
+        "warning (AF520). Exit code 2.",
         "",
-        "a model whose initializer names weights.bin that does not exist",
+        "a model whose initializer names ../weights.bin",
         command="fuse",
     ),
     CodeInfo(
@@ -700,6 +701,67 @@ _CODES: tuple[CodeInfo, ...] = (
         "",
         "a folder old_name.tests/ with no old_name.yaml beside it",
         command="test",
+    ),
+    # -------------------------------------------- AF52x weights and verification memory
+    CodeInfo(
+        "AF520",
+        "weights-missing",
+        _W,
+        "An external weights file the model references is not there (structure-only export).",
+        "Deciding and rewriting never read a weight, so `fuse` still writes the plan, the "
+        "report and the fused graph, whose tensors reference the same file relative to "
+        "OUTDIR; exit 0. Verification needs the weights (AF521).",
+        "",
+        "autofusion fuse model.onnx (with model.onnx.data moved away)",
+        command="fuse",
+    ),
+    CodeInfo(
+        "AF521",
+        "verify-needs-weights",
+        _E,
+        "--verify or --safe was asked for, but the model's weights file is missing.",
+        "Verification runs the model in onnxruntime, which needs every weight. Put the "
+        "weights file where the model references it, or fuse without --verify/--safe. "
+        "Exit code 2; nothing is written.",
+        "",
+        "autofusion fuse model.onnx --verify (with model.onnx.data moved away)",
+        command="fuse",
+    ),
+    CodeInfo(
+        "AF522",
+        "not-enough-memory",
+        _E,
+        "A whole-model verification run would need more memory than is available.",
+        "The estimate (weights plus every activation of known size) is compared with the "
+        "memory available before onnxruntime starts, so the run is refused instead of "
+        "crashing. Use --verify-mode per-group (or auto), which verifies group by group in "
+        "memory bounded by the largest group. Exit code 2.",
+        "",
+        "autofusion fuse llama-8b.onnx --verify --verify-mode whole (on a 16 GiB machine)",
+        command="fuse",
+    ),
+    CodeInfo(
+        "AF523",
+        "out-of-memory",
+        _E,
+        "The run ran out of memory (MemoryError, or onnxruntime failed to allocate).",
+        "Nothing is written. Verification in --verify-mode per-group needs memory for one "
+        "group at a time; smaller --dim values shrink every activation. Exit code 2.",
+        "",
+        "autofusion fuse model.onnx --verify --dim seq=10000000",
+        command="fuse",
+    ),
+    CodeInfo(
+        "AF524",
+        "weights-outside-outdir",
+        _W,
+        "The fused model's weights could be neither linked nor copied into OUTDIR.",
+        "Its external tensors reference the original file by a relative path that leaves "
+        "OUTDIR, which onnx.checker and onnxruntime refuse. Pass --copy-weights, or choose "
+        "an OUTDIR on the same filesystem as the weights (a hard link costs no disk).",
+        "",
+        "autofusion fuse /mnt/disk/model.onnx -o /tmp/out (another filesystem)",
+        command="fuse",
     ),
     # ------------------------------------------------------------- AF9xx hardware targets
     CodeInfo(

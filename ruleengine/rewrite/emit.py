@@ -8,8 +8,7 @@ or SIGTERM nothing partial and no temporary is left behind.
 from __future__ import annotations
 
 import json
-import tempfile
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +16,7 @@ import onnx
 
 from ruleengine.rewrite.model import PLAN_SCHEMA_VERSION
 from ruleengine.rewrite.plan import safe_relpath
+from ruleengine.rewrite.weights import Placement
 from ruleengine.rewrite.writer import output_error
 
 # Protobuf cannot serialise 2 GiB; leave headroom for the graph around the weights.
@@ -24,32 +24,24 @@ INLINE_LIMIT_BYTES = 1_800_000_000
 
 
 def serialize_model(
-    model: onnx.ModelProto, name: str, *, external: bool = False
+    model: onnx.ModelProto, name: str, placements: Sequence[Placement] = ()
 ) -> dict[str, bytes]:
-    """The fused model's file(s): inline, or ``name`` + ``name.data`` with external weights.
+    """The fused model's file(s), keyed by path relative to OUTDIR.
 
-    Weights go to an external data file when the input model kept them outside
-    (``external``) or when the model is too large for one protobuf message.
+    External tensors keep their references, rewritten per ``placements`` (weights.place)
+    so they resolve from OUTDIR; no weight byte is read. Inline tensors stay inline unless
+    the model would not fit one protobuf message: then they go to ``name.data``.
     """
-    if not external and model.ByteSize() < INLINE_LIMIT_BYTES:
-        return {name: model.SerializeToString()}
+    from ruleengine.rewrite.weights import externalize_inline, rewrite_locations
+
     copy = onnx.ModelProto()
     copy.CopyFrom(model)
+    rewrite_locations(copy, {p.location: p.new_location for p in placements})
+    if copy.ByteSize() < INLINE_LIMIT_BYTES:
+        return {name: copy.SerializeToString()}
     data_name = f"{name}.data"
-    with tempfile.TemporaryDirectory(prefix="autofusion-") as tmp:
-        onnx.save_model(
-            copy,
-            str(Path(tmp) / name),
-            save_as_external_data=True,
-            all_tensors_to_one_file=True,
-            location=data_name,
-            size_threshold=1024,
-        )
-        files = {name: (Path(tmp) / name).read_bytes()}
-        data = Path(tmp) / data_name
-        if data.exists():
-            files[data_name] = data.read_bytes()
-    return files
+    data = externalize_inline(copy, data_name)
+    return {name: copy.SerializeToString(), data_name: data}
 
 
 def json_bytes(data: Any) -> bytes:
@@ -57,16 +49,23 @@ def json_bytes(data: Any) -> bytes:
 
 
 def write_atomically(
-    outdir: str | Path, files: Mapping[str, bytes], *, protect: tuple[Path, ...] = ()
+    outdir: str | Path,
+    files: Mapping[str, bytes],
+    *,
+    protect: tuple[Path, ...] = (),
+    sources: Mapping[str, tuple[Path, str]] | None = None,
 ) -> tuple[Path, ...]:
     """Write ``files`` (relative path -> bytes) under ``outdir`` as one set: all or nothing.
 
     ``protect`` lists paths (e.g. the input model) that must never be overwritten. The set
     is staged beside OUTDIR and swapped in, under a lock (ruleengine/rewrite/writer.py).
+    ``sources`` are files made from existing ones (relative path -> (source, "link" or
+    "copy")): weights, hard-linked or copied into the set without passing through memory.
     """
     from ruleengine.rewrite.writer import write_set
 
-    normalised = {safe_relpath(rel, "output file"): data for rel, data in files.items()}
+    everything: dict[str, bytes | tuple[Path, str]] = {**files, **(sources or {})}
+    normalised = {safe_relpath(rel, "output file"): data for rel, data in everything.items()}
     return write_set(outdir, normalised, protect=protect)
 
 
@@ -76,6 +75,7 @@ def render_files(
     fused_model_files: Mapping[str, bytes],
     graph: Any,
     detail: str = "compact",
+    extra_names: Sequence[str] = (),
 ) -> dict[str, bytes]:
     """Every output file's bytes, keyed by path relative to OUTDIR (deterministic order).
 
@@ -133,7 +133,7 @@ def render_files(
         )
     for path, groups in sorted(rule_dots.items()):
         files[path] = render_dot(graph, groups, only_groups=True).encode()
-    names = [*files, "report.txt", "report.json"]
+    names = [*files, *extra_names, "report.txt", "report.json"]
     files["report.txt"] = report_text(plan, names, detail=detail).encode()
     files["report.json"] = json_bytes(report_json(plan, names))
     return files

@@ -86,6 +86,23 @@ class OutputCheck:
 
 
 @dataclass(frozen=True)
+class GroupCheck:
+    """Per-group verification of one group: its fused node alone against the original
+    subgraph, on random inputs of the real shapes (``status``: passed, failed, or
+    not_run when the original subgraph itself cannot run on made-up inputs)."""
+
+    group: int
+    rule: str
+    status: str
+    outputs: tuple[OutputCheck, ...] = ()
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.status != "failed"
+
+
+@dataclass(frozen=True)
 class Verification:
     """Numerical comparison of the original and the fused model in onnxruntime (CPU)."""
 
@@ -97,6 +114,11 @@ class Verification:
     runs: int = 0  # onnxruntime sessions compared (bisection steps included)
     error: str | None = None  # onnxruntime could not run a model
     found_by: str | None = None  # safe mode: "isolation check", "bisection" or both
+    mode: str = "whole"  # "whole" (one model run each) or "per-group"
+    mode_reason: str = ""  # why that mode: the memory estimate, or the flag
+    estimate_bytes: int | None = None  # estimated onnxruntime memory of a whole-model run
+    available_bytes: int | None = None  # memory available when the choice was made
+    groups: tuple[GroupCheck, ...] = ()  # per-group mode: one check per group
 
 
 @dataclass(frozen=True)

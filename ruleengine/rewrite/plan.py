@@ -24,6 +24,7 @@ from ruleengine.rewrite.model import (
     PLAN_SCHEMA_VERSION,
     FusedGroup,
     KernelSpec,
+    OutputCheck,
     Plan,
     Rejection,
     RuleStats,
@@ -349,9 +350,18 @@ def _finite(x: float) -> float | None:
     return x if math.isfinite(x) else None
 
 
-def verification_json(v: Verification | None) -> dict[str, Any] | None:
+def verification_json(v: Verification | None, *, memory: bool = False) -> dict[str, Any] | None:
+    """The verification record as JSON. ``memory`` adds the estimate and the memory
+    available behind the mode choice (report.json; plan.json stays reproducible)."""
     if v is None:
         return None
+    extra: dict[str, Any] = {}
+    if memory:
+        extra = {
+            "mode_reason": v.mode_reason,
+            "estimate_bytes": v.estimate_bytes,
+            "available_bytes": v.available_bytes,
+        }
     return {
         "ok": v.ok,
         "inputs": v.inputs_source,
@@ -360,16 +370,29 @@ def verification_json(v: Verification | None) -> dict[str, Any] | None:
         "error": v.error,
         "dropped_groups": list(v.dropped_groups),
         "found_by": v.found_by,
-        "outputs": [
+        "mode": v.mode,
+        **extra,
+        "groups": [
             {
-                "name": o.name,
-                "cosine": _finite(o.cosine),
-                "max_abs_error": _finite(o.max_abs_error),
-                "max_rel_error": _finite(o.max_rel_error),
-                "ok": o.ok,
+                "group": c.group,
+                "rule": c.rule,
+                "status": c.status,
+                "error": c.error,
+                "outputs": [_output_json(o) for o in c.outputs],
             }
-            for o in v.outputs
+            for c in v.groups
         ],
+        "outputs": [_output_json(o) for o in v.outputs],
+    }
+
+
+def _output_json(o: OutputCheck) -> dict[str, Any]:
+    return {
+        "name": o.name,
+        "cosine": _finite(o.cosine),
+        "max_abs_error": _finite(o.max_abs_error),
+        "max_rel_error": _finite(o.max_rel_error),
+        "ok": o.ok,
     }
 
 

@@ -93,7 +93,7 @@ def report_json(plan: Plan, files: Sequence[str] = (), *, timings: bool = True) 
         ],
         "rejected": {"total": len(plan.rejected), "by_verdict": dict(sorted(verdicts.items()))},
         "rules": [{"rule": s.rule, "matched": s.matched, "fused": s.fused} for s in plan.rules],
-        "verification": verification_json(plan.verification),
+        "verification": verification_json(plan.verification, memory=True),
         "files": list(files),
     }
     if timings:
@@ -234,7 +234,24 @@ def report_text(
         lines.append("Verification: not run (use --verify or --safe)")
     else:
         verdict = "PASSED" if v.ok else "FAILED"
-        lines.append(f"Verification (onnxruntime CPU, inputs {v.inputs_source}): {verdict}")
+        lines.append(
+            f"Verification (onnxruntime CPU, {v.mode}, inputs {v.inputs_source}): {verdict}"
+        )
+        if v.mode_reason:
+            lines.append(f"  mode: {v.mode} ({v.mode_reason})")
+        if v.groups:
+            counts = {
+                s: sum(c.status == s for c in v.groups) for s in ("passed", "failed", "not_run")
+            }
+            lines.append(
+                f"  groups: {counts['passed']} passed, {counts['failed']} failed, "
+                f"{counts['not_run']} not run alone"
+            )
+            for c in v.groups:
+                if c.status != "passed":
+                    lines.append(
+                        f"    group {c.group} ({c.rule}): {c.status}: {c.error or 'outputs differ'}"
+                    )
         if v.error:
             lines.append(f"  error: {v.error}")
         if v.outputs:

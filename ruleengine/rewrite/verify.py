@@ -213,13 +213,27 @@ def _input_mismatch(arr: np.ndarray, tp: onnx.TypeProto) -> str | None:
     return None
 
 
-def run_model(model: onnx.ModelProto | str | Path, feeds: Mapping[str, np.ndarray]) -> dict:
-    """Run a model on CPU; returns output name -> array."""
+def run_model(
+    model: onnx.ModelProto | str | Path,
+    feeds: Mapping[str, object],
+    external: Mapping[str, np.ndarray] | None = None,
+) -> dict:
+    """Run a model on CPU; returns output name -> array.
+
+    ``external`` maps external data locations to memory maps of the files (weights.
+    external_buffers): a model given as a proto then finds its weights without a path.
+    """
     import onnxruntime as ort
 
     ort.set_default_logger_severity(4)  # kernel errors are raised; no colour log on stderr
     options = ort.SessionOptions()
     options.log_severity_level = 4
+    if external:
+        names = list(external)
+        buffers = [external[n] for n in names]
+        options.add_external_initializers_from_files_in_memory(
+            names, buffers, [len(b) for b in buffers]
+        )
     source = model.SerializeToString() if isinstance(model, onnx.ModelProto) else str(model)
     session = ort.InferenceSession(source, options, providers=["CPUExecutionProvider"])
     names = [o.name for o in session.get_outputs()]
@@ -295,14 +309,27 @@ def verify(
     feeds: Mapping[str, np.ndarray],
     inputs_source: str,
     threshold: float = COSINE_THRESHOLD,
+    external: Mapping[str, np.ndarray] | None = None,
 ) -> Verification:
     """Run the fused model and compare it with the reference outputs."""
     try:
-        got = run_model(fused_model, feeds)
+        got = run_model(fused_model, feeds, external)
+    except MemoryError:
+        raise
     except Exception as exc:  # noqa: BLE001 - onnxruntime raises many types; all mean "fails"
+        if is_out_of_memory(exc):
+            raise MemoryError(str(exc)) from None
         return Verification(False, inputs_source, (), threshold, runs=1, error=_short(exc))
     checks = compare(reference, got, threshold)
     return Verification(all(c.ok for c in checks), inputs_source, checks, threshold, runs=1)
+
+
+def is_out_of_memory(exc: BaseException) -> bool:
+    """onnxruntime reports a failed allocation as a generic error; tell it apart."""
+    text = str(exc).lower()
+    return isinstance(exc, MemoryError) or any(
+        k in text for k in ("bad_alloc", "bad allocation", "failed to allocate")
+    )
 
 
 def _short(exc: Exception) -> str:
@@ -349,6 +376,9 @@ def isolate_failures(
     groups: Sequence[FusedGroup],
     feeds: Mapping[str, np.ndarray],
     threshold: float = COSINE_THRESHOLD,
+    *,
+    model_dir: Path | None = None,
+    external: Mapping[str, np.ndarray] | None = None,
 ) -> tuple[tuple[FusedGroup, ...], int]:
     """Check each fused node on its own: feed it the original model's values of its inputs
     and compare its outputs with the original's values. Returns (failing groups, runs).
@@ -356,15 +386,19 @@ def isolate_failures(
     Exact and linear in the number of groups (bisection needs O(k log n) whole-model runs
     for k failures); a failure only visible in combination is left to bisection.
     """
-    from onnx import numpy_helper
+    from ruleengine.rewrite.weights import tensor_array
 
     wanted: list[str] = []
     for g in groups:
         wanted += [*g.inputs, *g.outputs]
     probe = _with_outputs(original, wanted)
     values = dict(feeds)
-    values.update({t.name: numpy_helper.to_array(t) for t in original.graph.initializer})
-    values.update(run_model(probe, feeds))
+    needed = set(wanted)
+    base = model_dir or Path(".")
+    values.update(
+        {t.name: tensor_array(t, base) for t in original.graph.initializer if t.name in needed}
+    )
+    values.update(run_model(probe, feeds, external))
     values.update(_constant_values(original))
     by_name = {n.name: n for n in fused.graph.node}
     bad: list[FusedGroup] = []

@@ -262,7 +262,12 @@ def _clean_leftovers(root: Path, base: Path, files: Mapping[str, bytes]) -> None
 # ---------------------------------------------------------------------------- writing
 
 
-def _write_file(dest: Path, data: bytes) -> None:
+def _write_file(dest: Path, data: bytes | tuple[Path, str]) -> None:
+    if isinstance(data, tuple):  # a weights file: (source, "link" or "copy"), never read in
+        from ruleengine.rewrite.weights import materialize
+
+        materialize(dest, *data)
+        return
     dest.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, FILE_MODE)
     with os.fdopen(fd, "wb") as fh:

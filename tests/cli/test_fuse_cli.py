@@ -178,9 +178,11 @@ def test_external_data_model_keeps_weights_external(tmp_path):
     )
     data_before = (tmp_path / "ext.onnx.data").read_bytes()
     out = tmp_path / "out"
-    res = run(str(model), "--rules", str(GOLDEN_RULES), "-o", str(out), "--verify")
+    res = run(
+        str(model), "--rules", str(GOLDEN_RULES), "-o", str(out), "--verify", "--copy-weights"
+    )
     assert res.exit_code == 0, res.output
-    assert (out / "ext.fused.onnx.data").is_file()
+    assert (out / "ext.onnx.data").read_bytes() == data_before  # referenced, copied as is
     fused = onnx.load(str(out / "ext.fused.onnx"))  # loads its weights from OUTDIR
     onnx.checker.check_model(fused, full_check=True)
     assert (tmp_path / "ext.onnx.data").read_bytes() == data_before

@@ -1,0 +1,353 @@
+"""Where a model's weights live, and where the fused model's weight references point.
+
+Fusion changes no weight, so nothing here reads weight bytes to rewrite a model: the
+fused model keeps each external tensor's reference, rewritten so that it resolves from
+OUTDIR. onnx (>= 1.16) and onnxruntime refuse external data outside the model's
+directory, absolute paths and symbolic links, so a reference is one of:
+
+- ``inside``: the original file already lies inside OUTDIR (``-o`` is the model's folder
+  or a parent of it): a relative path to it;
+- ``link``: a hard link to the original file in OUTDIR (same filesystem; no disk used);
+- ``copy``: ``--copy-weights``, or when a hard link is impossible: a copy in OUTDIR;
+- ``outside``: no link and no copy possible or wanted: a relative path leaving OUTDIR
+  (written, with a warning: onnx.checker and onnxruntime refuse it);
+- ``missing``: the weights file is absent (structure-only export): the reference names the
+  same location as before, relative to OUTDIR, with a warning.
+
+Verification reads weights through ``tensor_array`` (a read-only memory map of just that
+tensor) or ``external_buffers`` (memory maps of whole files handed to onnxruntime), so a
+weight page is read only when a computation touches it.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+
+import numpy as np
+import onnx
+from onnx import TensorProto
+
+# Inline tensors at least this large move to the fused model's own data file when the
+# fused model would not fit one protobuf message (they were inline in the input, so their
+# bytes are in memory already).
+EXTERNAL_MIN_BYTES = 1024
+HOW = ("inside", "link", "copy", "outside", "missing")
+
+
+@dataclass(frozen=True)
+class ExternalFile:
+    """One external data file the model references (``location`` as the model spells it)."""
+
+    location: str
+    path: Path  # absolute, resolved against the model's directory
+    present: bool
+    needed_bytes: int  # the largest offset + length any tensor reads from it
+    tensors: int
+
+
+@dataclass(frozen=True)
+class WeightSurvey:
+    """The model's weights by where they are: inline bytes and external files."""
+
+    model_dir: Path
+    files: tuple[ExternalFile, ...]
+    external_bytes: int
+    inline_bytes: int
+
+    @property
+    def missing(self) -> tuple[ExternalFile, ...]:
+        return tuple(f for f in self.files if not f.present)
+
+    @property
+    def total_bytes(self) -> int:
+        return self.external_bytes + self.inline_bytes
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where one external file is referenced from OUTDIR, and how it gets there."""
+
+    location: str  # as the input model spells it
+    new_location: str  # relative to OUTDIR, POSIX separators
+    how: str  # one of HOW
+    source: Path
+
+
+def all_tensors(model: onnx.ModelProto) -> Iterator[TensorProto]:
+    """Every tensor of the model that can hold weights: initializers (of the graph, its
+    subgraphs and functions) and tensor attributes (Constant values)."""
+
+    def from_graph(g: onnx.GraphProto) -> Iterator[TensorProto]:
+        yield from g.initializer
+        yield from (s.values for s in g.sparse_initializer)
+        for n in g.node:
+            yield from from_nodes([n])
+
+    def from_nodes(nodes: Iterable[onnx.NodeProto]) -> Iterator[TensorProto]:
+        for n in nodes:
+            for a in n.attribute:
+                if a.HasField("t"):
+                    yield a.t
+                yield from a.tensors
+                if a.HasField("g"):
+                    yield from from_graph(a.g)
+                for sg in a.graphs:
+                    yield from from_graph(sg)
+
+    yield from from_graph(model.graph)
+    for f in model.functions:
+        yield from from_nodes(f.node)
+
+
+def is_external(t: TensorProto) -> bool:
+    return t.HasField("data_location") and t.data_location == TensorProto.EXTERNAL
+
+
+def external_info(t: TensorProto) -> tuple[str, int, int | None]:
+    """(location, offset, length) of an external tensor (length None: to the end)."""
+    info = {e.key: e.value for e in t.external_data}
+    length = info.get("length")
+    return (
+        info.get("location", ""),
+        int(info.get("offset", 0) or 0),
+        (int(length) if length not in (None, "") else None),
+    )
+
+
+def tensor_nbytes(t: TensorProto) -> int:
+    """Bytes of a tensor's values from its header (dims and dtype), never its data."""
+    try:
+        itemsize = onnx.helper.tensor_dtype_to_np_dtype(t.data_type).itemsize
+    except Exception:  # noqa: BLE001 - exotic types (4-bit, strings): count one byte
+        itemsize = 1
+    return int(np.prod([int(d) for d in t.dims], dtype=np.int64)) * itemsize
+
+
+def survey(model: onnx.ModelProto, model_path: str | Path) -> WeightSurvey:
+    """Which weights are inline and which files the external ones live in (stat only)."""
+    base = Path(model_path).resolve().parent
+    files: dict[str, list[int]] = {}  # location -> [needed bytes, tensors]
+    external = inline = 0
+    for t in all_tensors(model):
+        size = tensor_nbytes(t)
+        if is_external(t):
+            location, offset, length = external_info(t)
+            entry = files.setdefault(location, [0, 0])
+            entry[0] = max(entry[0], offset + (length if length is not None else size))
+            entry[1] += 1
+            external += size
+        else:
+            inline += size
+    found = []
+    for location, (needed, count) in files.items():
+        path = (base / location).resolve() if location else base
+        found.append(ExternalFile(location, path, path.is_file(), needed, count))
+    return WeightSurvey(base, tuple(found), external, inline)
+
+
+def tensor_array(t: TensorProto, model_dir: Path) -> np.ndarray:
+    """The values of one initializer: inline ones decoded, external ones a read-only
+    memory map of exactly the tensor's bytes (nothing read until used)."""
+    from onnx import numpy_helper
+
+    if not is_external(t):
+        return numpy_helper.to_array(t)
+    location, offset, _ = external_info(t)
+    dtype = onnx.helper.tensor_dtype_to_np_dtype(t.data_type)
+    shape = tuple(int(d) for d in t.dims)
+    if int(np.prod(shape, dtype=np.int64)) == 0:
+        return np.zeros(shape, dtype=dtype)
+    return np.memmap(model_dir / location, dtype=dtype, mode="r", offset=offset, shape=shape)
+
+
+def external_buffers(found: WeightSurvey) -> dict[str, np.ndarray]:
+    """Location -> a read-only memory map of the whole file, for onnxruntime's
+    ``add_external_initializers_from_files_in_memory`` (the model runs from bytes)."""
+    buffers: dict[str, np.ndarray] = {}
+    for f in found.files:
+        if f.present and f.path.stat().st_size > 0:
+            with open(f.path, "rb") as fh:
+                mapped = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
+            buffers[f.location] = np.frombuffer(mapped, dtype=np.uint8)
+    return buffers
+
+
+def _device(path: Path) -> int | None:
+    p = path
+    while not p.exists():
+        if p.parent == p:
+            return None
+        p = p.parent
+    return p.stat().st_dev
+
+
+def _clean_location(location: str) -> str | None:
+    """The location as a path inside OUTDIR, if it is one (no '..', not absolute)."""
+    p = PurePosixPath(location.replace("\\", "/"))
+    if not location or p.is_absolute() or ".." in p.parts or p.parts[:1] == ("~",):
+        return None
+    return str(p)
+
+
+def place(
+    found: WeightSurvey,
+    outdir: str | Path,
+    *,
+    copy: bool = False,
+    reserved: Iterable[str] = (),
+) -> tuple[Placement, ...]:
+    """Decide, for each external file, how the fused model in ``outdir`` references it.
+
+    Pure decision (stat calls only); ``emit.write_atomically`` makes the links and copies.
+    ``reserved`` are OUTDIR paths taken by other outputs (a weights file never overwrites
+    one of them).
+    """
+    root = Path(outdir).resolve()
+    taken = set(reserved)
+    placements: list[Placement] = []
+    for f in found.files:
+        inside = _relative_inside(f.path, root)
+        if inside is not None and (f.present or copy is False):
+            placements.append(Placement(f.location, inside, "inside", f.path))
+            continue
+        if not f.present:
+            rel = Path(os.path.relpath(f.path, root)).as_posix()
+            placements.append(Placement(f.location, rel, "missing", f.path))
+            continue
+        name = _clean_location(f.location) or f.path.name
+        while name in taken:
+            name = f"weights/{name}" if not name.startswith("weights/") else f"_{name}"
+        taken.add(name)
+        dest = root / name
+        if dest.exists() and _same_file(dest, f.path):
+            placements.append(Placement(f.location, name, "inside", f.path))
+        elif copy:
+            placements.append(Placement(f.location, name, "copy", f.path))
+        elif _device(root) == f.path.stat().st_dev:
+            placements.append(Placement(f.location, name, "link", f.path))
+        else:
+            rel = Path(os.path.relpath(f.path, root)).as_posix()
+            placements.append(Placement(f.location, rel, "outside", f.path))
+    return tuple(placements)
+
+
+def _relative_inside(path: Path, root: Path) -> str | None:
+    try:
+        return path.relative_to(root).as_posix()
+    except ValueError:
+        return None
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
+
+
+def copy_sparse(source: Path, dest: Path) -> None:
+    """Copy a file block by block, skipping its holes (SEEK_DATA/SEEK_HOLE): a sparse
+    weights file stays sparse, a dense one is copied whole; never held in memory."""
+    import shutil
+
+    chunk = 16 << 20
+    with open(source, "rb") as src, open(dest, "xb") as dst:
+        size = os.fstat(src.fileno()).st_size
+        pos = 0
+        if not hasattr(os, "SEEK_DATA"):
+            shutil.copyfileobj(src, dst, chunk)
+            pos = size
+        while pos < size:
+            try:
+                start = os.lseek(src.fileno(), pos, os.SEEK_DATA)
+                end = os.lseek(src.fileno(), start, os.SEEK_HOLE)
+            except OSError:  # ENXIO: only a hole is left
+                break
+            src.seek(start)
+            dst.seek(start)
+            left = end - start
+            while left > 0:
+                data = src.read(min(left, chunk))
+                if not data:
+                    break
+                dst.write(data)
+                left -= len(data)
+            pos = end
+        dst.truncate(size)
+        dst.flush()
+        os.fsync(dst.fileno())
+
+
+def materialize(dest: Path, source: Path, how: str) -> None:
+    """Put a weights file at ``dest``: a hard link to ``source``, or a copy of it."""
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    if how == "link":
+        os.link(source, dest)
+    else:
+        copy_sparse(source, dest)
+
+
+def rewrite_locations(model: onnx.ModelProto, new: Mapping[str, str]) -> None:
+    """Point every external tensor at its new location (in place, on a copy of the model)."""
+    for t in all_tensors(model):
+        if not is_external(t):
+            continue
+        for e in t.external_data:
+            if e.key == "location" and e.value in new:
+                e.value = new[e.value]
+
+
+def externalize_inline(model: onnx.ModelProto, data_name: str) -> bytes:
+    """Move inline tensors of at least EXTERNAL_MIN_BYTES to ``data_name`` (in place);
+    returns that file's bytes. Only for a fused model too large for one protobuf message:
+    its inline weights came from an input under 2 GB, so they are in memory already."""
+    chunks: list[bytes] = []
+    offset = 0
+    for t in all_tensors(model):
+        if is_external(t) or not t.HasField("raw_data") or len(t.raw_data) < EXTERNAL_MIN_BYTES:
+            continue
+        pad = (-offset) % 4096  # page-aligned, so onnxruntime can map tensors directly
+        chunks.append(b"\0" * pad)
+        offset += pad
+        raw = t.raw_data
+        chunks.append(raw)
+        del t.external_data[:]
+        for key, value in (("location", data_name), ("offset", offset), ("length", len(raw))):
+            entry = t.external_data.add()
+            entry.key, entry.value = key, str(value)
+        t.data_location = TensorProto.EXTERNAL
+        t.ClearField("raw_data")
+        offset += len(raw)
+    return b"".join(chunks)
+
+
+def checkable(model: onnx.ModelProto, limit: int) -> onnx.ModelProto:
+    """A copy of the model for ``onnx.checker`` in memory: external initializers of the
+    main graph (which the in-memory checker would look for relative to the working
+    directory) become graph inputs of the same type, and so do inline ones when the model
+    is over ``limit`` bytes. Their values never matter to the checker."""
+    out = onnx.ModelProto()
+    out.CopyFrom(model)
+    g = out.graph
+    strip_all = out.ByteSize() >= limit
+    inputs = {i.name for i in g.input}
+    kept = []
+    for t in g.initializer:
+        if strip_all or is_external(t):
+            if t.name not in inputs:
+                g.input.append(
+                    onnx.helper.make_tensor_value_info(t.name, t.data_type, list(t.dims))
+                )
+        else:
+            kept.append(t)
+    if len(kept) != len(g.initializer):
+        copies = [TensorProto() for _ in kept]
+        for c, t in zip(copies, kept, strict=True):
+            c.CopyFrom(t)
+        del g.initializer[:]
+        g.initializer.extend(copies)
+    return out

@@ -1,0 +1,272 @@
+"""The verification stage: the fused model against the original, in onnxruntime.
+
+Two modes, chosen from an estimate of onnxruntime's memory (``memory``) or forced:
+
+- ``whole``: original and fused model run on the same inputs; ``--safe`` then finds
+  failing groups by an isolation check (each fused node alone, fed the original's values)
+  and bisection for what fails only in combination;
+- ``per-group``: each fused node alone against the original subgraph it replaces, on
+  made-up inputs of the real shapes (``groups``); memory bounded by one group, so a model
+  of any size is verified. ``--safe`` drops the groups that fail.
+
+Out of memory is never a crash: a whole-model run the estimate says will not fit is
+refused (AF522), and a MemoryError becomes AF523.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import onnx
+
+from ruleengine.diagnostics.model import Diagnostic, Location, Severity
+from ruleengine.errors import AutofusionError, UsageError
+from ruleengine.graph.model import Graph
+from ruleengine.rewrite import verify as numerics
+from ruleengine.rewrite.model import FusedGroup, Verification
+from ruleengine.rewrite.weights import WeightSurvey, external_buffers
+from ruleengine.verification import memory
+
+MODES = ("auto", "whole", "per-group")
+
+
+@dataclass(frozen=True)
+class VerifyOutcome:
+    """What verification leaves: the groups kept, the ones dropped, the fused model."""
+
+    groups: tuple[FusedGroup, ...]
+    dropped: tuple[FusedGroup, ...]
+    fused: onnx.ModelProto
+    verification: Verification
+
+
+@dataclass(frozen=True)
+class ModeChoice:
+    mode: str
+    reason: str
+    estimate_bytes: int
+    available_bytes: int | None
+
+
+def _diag(code: str, name: str, message: str, where: str, hint: str) -> Diagnostic:
+    return Diagnostic(code, name, Severity.ERROR, message, Location(where), hint)
+
+
+def choose_mode(graph: Graph, weights: WeightSurvey, requested: str, where: str) -> ModeChoice:
+    """Whole model or group by group: forced by ``requested``, else from the estimate."""
+    if requested not in MODES:
+        raise UsageError(f"unknown verify mode {requested!r}; choose one of {', '.join(MODES)}")
+    estimate = memory.estimate_whole_bytes(graph, weights.total_bytes)
+    available = memory.available_bytes()
+    budget = None if available is None else int(available * memory.SHARE)
+    says = (
+        f"estimated {memory.fmt(estimate)} for a whole-model run, {memory.fmt(available)} available"
+    )
+    if requested == "per-group":
+        return ModeChoice(
+            "per-group", f"forced by --verify-mode per-group ({says})", estimate, available
+        )
+    if requested == "whole":
+        if available is not None and estimate > available:
+            message = f"a whole-model verification run would need about {memory.fmt(estimate)}"
+            raise AutofusionError(
+                f"{message}, more than the {memory.fmt(available)} available",
+                (
+                    _diag(
+                        "AF522",
+                        "not-enough-memory",
+                        f"{message}; {memory.fmt(available)} available",
+                        where,
+                        "use --verify-mode per-group (or auto): each group is verified alone, "
+                        "in memory bounded by the largest group",
+                    ),
+                ),
+            )
+        return ModeChoice("whole", f"forced by --verify-mode whole ({says})", estimate, available)
+    if budget is None or estimate <= budget:
+        return ModeChoice("whole", f"auto: {says}", estimate, available)
+    return ModeChoice(
+        "per-group",
+        f"auto: {says}; a whole-model run may take {memory.SHARE:.0%} of that",
+        estimate,
+        available,
+    )
+
+
+def out_of_memory(where: str, exc: BaseException, mode: str) -> AutofusionError:
+    """AF523: what a MemoryError (ours or onnxruntime's) becomes."""
+    hint = (
+        "use --verify-mode per-group, or bind smaller sizes with --dim"
+        if mode == "whole"
+        else "bind smaller sizes with --dim, or fuse without --verify/--safe"
+    )
+    text = str(exc).strip().splitlines()
+    detail = text[0][:200] if text else "MemoryError"
+    return AutofusionError(
+        f"out of memory while verifying ({mode} mode)",
+        (_diag("AF523", "out-of-memory", f"out of memory: {detail}", where, hint),),
+    )
+
+
+def verify_fused(
+    *,
+    path: Path,
+    original: onnx.ModelProto,
+    fused: onnx.ModelProto,
+    graph: Graph,
+    groups: Sequence[FusedGroup],
+    build: Callable[[Sequence[FusedGroup]], onnx.ModelProto],
+    weights: WeightSurvey,
+    choice: ModeChoice,
+    inputs: str | Path | None,
+    seed: int,
+    safe: bool,
+    progress: Callable[[str], None] | None = None,
+) -> VerifyOutcome:
+    """Verify ``fused`` against the model at ``path``; in safe mode drop failing groups."""
+    if inputs is not None:
+        feeds = numerics.load_inputs(inputs, original)
+        source = Path(inputs).name
+    else:
+        feeds = numerics.make_inputs(original, seed=seed, dims=graph.bound_dims)
+        source = f"random (seed {seed})"
+    try:
+        if choice.mode == "per-group":
+            outcome = _per_group(
+                path, original, fused, graph, groups, build, feeds, source, seed, safe
+            )
+        else:
+            outcome = _whole(
+                path, original, fused, groups, build, weights, feeds, source, inputs, safe, progress
+            )
+    except MemoryError as exc:
+        raise out_of_memory(str(path), exc, choice.mode) from None
+    v = replace(
+        outcome.verification,
+        mode=choice.mode,
+        mode_reason=choice.reason,
+        estimate_bytes=choice.estimate_bytes,
+        available_bytes=choice.available_bytes,
+    )
+    return replace(outcome, verification=v)
+
+
+def _per_group(
+    path: Path,
+    original: onnx.ModelProto,
+    fused: onnx.ModelProto,
+    graph: Graph,
+    groups: Sequence[FusedGroup],
+    build: Callable[[Sequence[FusedGroup]], onnx.ModelProto],
+    feeds: dict,
+    source: str,
+    seed: int,
+    safe: bool,
+) -> VerifyOutcome:
+    from ruleengine.verification.groups import check_groups
+
+    checks = check_groups(
+        original, fused, graph, groups, model_dir=path.resolve().parent, feeds=feeds, seed=seed
+    )
+    failed = {c.group for c in checks if c.status == "failed"}
+    kept, dropped = tuple(groups), ()
+    if safe and failed:
+        dropped = tuple(g for g in groups if g.id in failed)
+        kept = tuple(g for g in groups if g.id not in failed)
+        fused = build(kept)
+    ok = not failed or safe
+    v = Verification(
+        ok,
+        source,
+        (),
+        runs=2 * len(checks),
+        dropped_groups=tuple(sorted(g.id for g in dropped)),
+        found_by="per-group check" if dropped else None,
+        groups=checks,
+    )
+    return VerifyOutcome(kept, dropped, fused, v)
+
+
+def _whole(
+    path: Path,
+    original: onnx.ModelProto,
+    fused: onnx.ModelProto,
+    groups: Sequence[FusedGroup],
+    build: Callable[[Sequence[FusedGroup]], onnx.ModelProto],
+    weights: WeightSurvey,
+    feeds: dict,
+    source: str,
+    inputs: str | Path | None,
+    safe: bool,
+    progress: Callable[[str], None] | None,
+) -> VerifyOutcome:
+    external = external_buffers(weights)
+    try:
+        reference = numerics.run_model(path, feeds)
+    except Exception as exc:  # noqa: BLE001 - the original model itself does not run
+        if numerics.is_out_of_memory(exc):
+            raise MemoryError(str(exc)) from None
+        why = (
+            f"onnxruntime cannot run the original model {path.name} on {source} inputs: "
+            f"{numerics._short(exc)}"
+        )
+        hint = (
+            "if the model needs particular input values (shapes, axes, indices), pass "
+            "them with --inputs FILE.npz; or fuse without --verify/--safe"
+            if inputs is None
+            else "check the arrays in the inputs file, or fuse without --verify/--safe"
+        )
+        raise UsageError(
+            f"onnxruntime cannot run the original model {path.name}, so nothing to verify against",
+            (
+                Diagnostic(
+                    "AF501", "unreadable-model", Severity.ERROR, why, Location(str(path)), hint
+                ),
+            ),
+        ) from None
+
+    def check(model: onnx.ModelProto) -> Verification:
+        return numerics.verify(reference, model, feeds, source, external=external)
+
+    result = check(fused)
+    runs = 1
+    found_by: list[str] = []
+    dropped: tuple[FusedGroup, ...] = ()
+    kept = tuple(groups)
+    if safe and not result.ok and kept:
+        # 1. each fused node on its own, fed the original's values: exact and linear
+        isolated, extra = numerics.isolate_failures(
+            original, fused, kept, feeds, model_dir=path.resolve().parent, external=external
+        )
+        runs += extra
+        if isolated:
+            found_by.append("isolation check")
+            if progress is not None:
+                progress(f"safe mode: {len(isolated)} group(s) fail on their own")
+            dropped = isolated
+            kept = tuple(g for g in kept if g not in isolated)
+            fused = build(kept)
+            result = check(fused)
+            runs += 1
+        # 2. what fails only in combination: bisection over whole-model runs
+        if not result.ok and kept:
+
+            def passes(subset: Sequence[FusedGroup]) -> bool:
+                return check(build(subset)).ok
+
+            kept, more, extra = numerics.bisect_failures(kept, passes, progress)
+            runs += extra
+            found_by.append("bisection")
+            dropped = (*dropped, *more)
+            fused = build(kept)
+            result = check(fused)
+            runs += 1
+    result = replace(
+        result,
+        runs=runs,
+        dropped_groups=tuple(sorted(g.id for g in dropped)),
+        found_by=" + ".join(found_by) or None,
+    )
+    return VerifyOutcome(tuple(kept), tuple(dropped), fused, result)
