@@ -117,6 +117,16 @@ def fail(message: str, hint: str | None = None) -> typer.Exit:
     return typer.Exit(EXIT_ERROR)
 
 
+def report_error(exc: AutofusionError) -> None:
+    """The error that stopped a command, with its findings, on stderr."""
+    typer.echo(f"error: {exc.message}", err=True)
+    for diag in exc.diagnostics:
+        where = f"{diag.location}: " if diag.location else ""
+        typer.echo(f"  {where}{diag.code} {diag.message}", err=True)
+        if diag.hint:
+            typer.echo(f"    hint: {diag.hint}", err=True)
+
+
 def guarded(action: Callable[[], T]) -> T:
     """Run a command body; known errors become a message and exit 2, never a traceback.
 
@@ -127,12 +137,7 @@ def guarded(action: Callable[[], T]) -> T:
     except (typer.Exit, typer.Abort, SystemExit):
         raise
     except AutofusionError as exc:
-        typer.echo(f"error: {exc.message}", err=True)
-        for diag in exc.diagnostics:
-            where = f"{diag.location}: " if diag.location else ""
-            typer.echo(f"  {where}{diag.code} {diag.message}", err=True)
-            if diag.hint:
-                typer.echo(f"    hint: {diag.hint}", err=True)
+        report_error(exc)
         raise typer.Exit(exc.exit_code) from None
     except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM (Terminated): clean-up has run
         terminated = isinstance(exc, Terminated)

@@ -13,7 +13,15 @@ from pathlib import Path
 import typer
 
 from ruleengine.cli.app import app
-from ruleengine.cli.common import EXIT_ERROR, EXIT_FINDINGS, EXIT_OK, PANEL_RULES, examples, guarded
+from ruleengine.cli.common import (
+    EXIT_ERROR,
+    EXIT_FINDINGS,
+    EXIT_OK,
+    PANEL_RULES,
+    examples,
+    guarded,
+    report_error,
+)
 from ruleengine.diagnostics.codes import CODES, lookup
 from ruleengine.diagnostics.reporters import Summary, render
 
@@ -34,15 +42,27 @@ def _run_lint(
     verbose: bool,
     preset: str | None = None,
 ) -> int:
-    from ruleengine.errors import UsageError
+    from ruleengine.errors import AutofusionError, UsageError
     from ruleengine.rules import lint_paths, preset_paths
+    from ruleengine.rules.lint import collect_files, only_files
 
-    targets = list(paths or [])
-    if preset is not None:
-        targets += [p.as_posix() for p in preset_paths(preset)]
-    if not targets:
-        raise UsageError("no rule files given: pass rule paths or --preset NAME")
-    result = lint_paths(targets, set_checks=set_checks)
+    try:
+        targets = list(paths or [])
+        asked = collect_files(targets) if targets else None
+        if preset is not None:
+            targets += [p.as_posix() for p in preset_paths(preset)]
+        if not targets:
+            raise UsageError("no rule files given: pass rule paths or --preset NAME")
+        result = lint_paths(targets, set_checks=set_checks)
+        if asked is not None and preset is not None:
+            result = only_files(result, asked)  # the preset's own findings are not yours
+    except AutofusionError as exc:
+        # could not run: still valid output of the format asked for (an empty SARIF
+        # upload would read as "no findings"), and the error on stderr
+        failed = Summary(files=0, rules=0, strict=strict, failure=exc.message)
+        typer.echo(render(fmt, exc.diagnostics, failed), nl=False)
+        report_error(exc)
+        return EXIT_ERROR
     if verbose:
         for f in result.files:
             names = ", ".join(f.rules) if f.rules else "no rules loaded"

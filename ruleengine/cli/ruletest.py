@@ -13,7 +13,7 @@ from enum import StrEnum
 import typer
 
 from ruleengine.cli.app import app
-from ruleengine.cli.common import EXIT_ERROR, PANEL_RULES, examples
+from ruleengine.cli.common import EXIT_ERROR, PANEL_RULES, examples, report_error
 from ruleengine.errors import AutofusionError
 
 
@@ -56,12 +56,7 @@ def test_command(
 
     def could_not_run(message: str, diagnostics=()) -> typer.Exit:  # noqa: ANN001
         typer.echo(render_error(fmt.value, message, diagnostics), nl=False)
-        typer.echo(f"error: {message}", err=True)
-        for d in diagnostics:
-            where = f"{d.location}: " if d.location else ""
-            typer.echo(f"  {where}{d.code} {d.message}", err=True)
-            if d.hint:
-                typer.echo(f"    hint: {d.hint}", err=True)
+        report_error(AutofusionError(message, tuple(diagnostics)))
         return typer.Exit(EXIT_ERROR)
 
     try:

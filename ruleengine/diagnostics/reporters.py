@@ -7,6 +7,7 @@ line, column, code and message, and nothing time- or machine-dependent is writte
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from collections.abc import Callable, Sequence
@@ -22,11 +23,13 @@ SCHEMA_VERSION = 1
 
 @dataclass(frozen=True)
 class Summary:
-    """What was checked, for the summary line / object."""
+    """What was checked, for the summary line / object. ``failure`` is set when the
+    command could not run (exit 2): its message, with the findings saying why."""
 
     files: int
     rules: int
     strict: bool = False
+    failure: str | None = None
 
 
 def _sorted(diags: Sequence[Diagnostic]) -> list[Diagnostic]:
@@ -54,6 +57,8 @@ def render_text(diags: Sequence[Diagnostic], summary: Summary) -> str:
             lines.append(f"  related: {rel}")
     errors, warnings = _counts(diags)
     checked = f"{_plural(summary.files, 'file')}, {_plural(summary.rules, 'rule')} checked"
+    if summary.failure is not None:
+        return ""  # the error and its findings go to stderr; stdout stays empty
     if not diags:
         lines.append(f"All checks passed ({checked}).")
     else:
@@ -96,7 +101,10 @@ def render_json(diags: Sequence[Diagnostic], summary: Summary) -> str:
             "warnings": warnings,
             "strict": summary.strict,
         },
+        "execution_successful": summary.failure is None,
     }
+    if summary.failure is not None:
+        doc["error"] = summary.failure
     return json.dumps(doc, indent=2, ensure_ascii=False) + "\n"
 
 
@@ -123,6 +131,10 @@ def render_github(diags: Sequence[Diagnostic], summary: Summary) -> str:
         message = d.message + (f"\nhint: {d.hint}" if d.hint else "")
         lines.append(f"::{level} {','.join(props)}::{_gh_escape_data(message)}")
     errors, warnings = _counts(diags)
+    if summary.failure is not None:
+        lines.insert(
+            0, f"::error title=autofusion could not run::{_gh_escape_data(summary.failure)}"
+        )
     lines.append(
         f"{_plural(errors, 'error')}, {_plural(warnings, 'warning')} "
         f"({_plural(summary.files, 'file')}, {_plural(summary.rules, 'rule')} checked)"
@@ -157,6 +169,19 @@ def _sarif_location(loc: Location) -> dict:
     return {"physicalLocation": physical}
 
 
+FINGERPRINT = "autofusionFinding/v1"
+
+
+def _fingerprint(d: Diagnostic, seen: dict[str, int]) -> str:
+    """Stable across edits that move the finding: code, file and message, not the line
+    (a rule's findings name the rule and field); the n-th repeat gets its own print."""
+    file = d.location.file if d.location else ""
+    base = hashlib.sha256(f"{d.code}\0{file}\0{d.message}".encode()).hexdigest()[:32]
+    n = seen.get(base, 0)
+    seen[base] = n + 1
+    return f"{base}:{n + 1}"
+
+
 def render_sarif(diags: Sequence[Diagnostic], summary: Summary) -> str:
     ordered = _sorted(diags)
     used = sorted({d.code for d in ordered})
@@ -178,7 +203,20 @@ def render_sarif(diags: Sequence[Diagnostic], summary: Summary) -> str:
         )
     index = {code: i for i, code in enumerate(used)}
     results = []
-    for d in ordered:
+    seen: dict[str, int] = {}
+    notifications = []
+    for d in ordered if summary.failure is not None else ():
+        note: dict = {
+            "level": _SARIF_LEVEL.get(str(d.severity), "note"),
+            "message": {"text": d.message + (f" (hint: {d.hint})" if d.hint else "")},
+            "descriptor": {"id": d.code},
+        }
+        if d.location:
+            note["locations"] = [_sarif_location(d.location)]
+        notifications.append(note)
+    if summary.failure is not None and not notifications:
+        notifications.append({"level": "error", "message": {"text": summary.failure}})
+    for d in ordered if summary.failure is None else ():
         text = d.message + (f" (hint: {d.hint})" if d.hint else "")
         result: dict = {
             "ruleId": d.code,
@@ -192,7 +230,12 @@ def render_sarif(diags: Sequence[Diagnostic], summary: Summary) -> str:
             result["relatedLocations"] = [
                 {"id": i, **_sarif_location(r)} for i, r in enumerate(d.related)
             ]
+        result["partialFingerprints"] = {FINGERPRINT: _fingerprint(d, seen)}
         results.append(result)
+    invocation: dict = {"executionSuccessful": summary.failure is None}
+    if summary.failure is not None:
+        invocation["exitCode"] = 2
+        invocation["toolExecutionNotifications"] = notifications
     doc = {
         "$schema": "https://json.schemastore.org/sarif-2.1.0.json",
         "version": "2.1.0",
@@ -205,6 +248,7 @@ def render_sarif(diags: Sequence[Diagnostic], summary: Summary) -> str:
                         "rules": rules,
                     }
                 },
+                "invocations": [invocation],
                 "results": results,
             }
         ],

@@ -11,11 +11,11 @@ from __future__ import annotations
 import glob
 import os
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ruleengine.diagnostics import codes
-from ruleengine.diagnostics.model import Diagnostic, Location, Severity
+from ruleengine.diagnostics.model import Diagnostic, Location, Severity, display_path
 from ruleengine.errors import RuleLoadError, UsageError
 from ruleengine.rules import checks
 from ruleengine.rules.build import check_and_build, semantic_findings
@@ -57,7 +57,8 @@ class LintResult:
 
 
 def _display(path: Path) -> str:
-    return path.as_posix()
+    """Relative to the working directory when under it (CI annotations need that)."""
+    return display_path(path)
 
 
 def collect_files(paths: Sequence[str | Path]) -> list[Path]:
@@ -255,6 +256,29 @@ def _lint_files(files: Sequence[Path], *, set_checks: bool) -> LintResult:
         diags.extend(checks.lint_set(rules))
     diags = sorted(set(diags), key=Diagnostic.sort_key)
     return LintResult(tuple(rules), tuple(diags), tuple(reports))
+
+
+def only_files(result: LintResult, files: Sequence[Path]) -> LintResult:
+    """The findings of ``result`` about ``files`` only (``check mine/ --preset all``: the
+    bundled rules are checked with the user's, but findings are the user's files' own).
+
+    A finding about a pair (a priority tie, a duplicate name) located in another file but
+    related to one of ``files`` is moved to that file, with the other as related.
+    """
+    asked = {_display(f) for f in files}
+    kept: list[Diagnostic] = []
+    for d in result.diagnostics:
+        if d.location is None or d.location.file in asked:
+            kept.append(d)
+            continue
+        mine = [r for r in d.related if r.file in asked]
+        if mine:
+            others = tuple(r for r in d.related if r is not mine[0])
+            kept.append(replace(d, location=mine[0], related=(d.location, *others)))
+    ours = tuple(f for f in result.files if f.path in asked)
+    names = {n for f in ours for n in f.rules}
+    rules = tuple(r for r in result.rules if r.name in names)
+    return LintResult(rules, tuple(sorted(set(kept), key=Diagnostic.sort_key)), ours)
 
 
 def load_rule_set(paths: Sequence[str | Path], *, preset: str | None = None) -> RuleSet:

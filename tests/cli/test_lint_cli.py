@@ -251,6 +251,14 @@ def test_sarif_uris_are_percent_encoded_uri_references(tmp_path: Path, monkeypat
     rel = json.loads(run("check", "--format", "sarif", "my rules").stdout)
     uri = rel["runs"][0]["results"][0]["locations"][0]["physicalLocation"]["artifactLocation"]
     assert uri["uri"] == "my%20rules/a%20b%231.yaml"
+    # an absolute path under the working directory prints relative to it too
+    absolute = json.loads(run("check", "--format", "sarif", str(folder)).stdout)
+    loc = absolute["runs"][0]["results"][0]["locations"][0]["physicalLocation"]
+    assert loc["artifactLocation"]["uri"] == "my%20rules/a%20b%231.yaml"
+    # outside it, a file: URI
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
     absolute = json.loads(run("check", "--format", "sarif", str(folder)).stdout)
     loc = absolute["runs"][0]["results"][0]["locations"][0]["physicalLocation"]
     assert loc["artifactLocation"]["uri"] == (folder / "a b#1.yaml").as_uri()
