@@ -122,9 +122,10 @@ _CODES: tuple[CodeInfo, ...] = (
     CodeInfo(
         "AF009",
         "empty-file",
-        _W,
+        _E,
         "The file holds no rule (empty or only comments).",
-        "An empty rule file is usually a mistake (a rule not yet written, or content lost).",
+        "An empty rule file is a mistake (a rule not yet written, or content lost) that "
+        "would otherwise pass `verify` and fuse nothing; it fails (exit 1).",
         "# nothing here\n",
     ),
     CodeInfo(

@@ -495,6 +495,30 @@ def check_and_build(doc: Document) -> tuple[Rule | None, list[Diagnostic]]:
     return checker.build(), checker.diags
 
 
+def provisional_ops(doc: Document) -> list[OpPattern]:
+    """The op patterns of a document that has errors elsewhere, each built on its own
+    (one that cannot be built is skipped), so ``check`` can still show their warnings."""
+    data = doc.data if isinstance(doc.data, dict) else {}
+    match = data.get("match")
+    if not isinstance(match, dict):
+        return []
+    checker = _Checker(doc)
+    out: list[OpPattern] = []
+    try:
+        alternatives = checker.alternatives(match)
+    except (TypeError, AttributeError):
+        return []
+    for base, ops in alternatives:
+        for i, op in enumerate(ops if isinstance(ops, list) else []):
+            if not isinstance(op, dict) or not isinstance(op.get("type"), str):
+                continue
+            try:
+                out.append(checker.build_op((*base, i), i, op))
+            except (TypeError, KeyError, AttributeError, ValueError, IndexError):
+                continue
+    return out
+
+
 def semantic_findings(doc: Document) -> list[Diagnostic]:
     """Best-effort semantic checks of a document the schema refused (more findings at once)."""
     checker = _Checker(doc)

@@ -70,29 +70,37 @@ def _fmt(v: Any) -> str:
 
 
 def check_unknown_params(rule: Rule) -> list[Diagnostic]:
+    return [
+        d
+        for alt in rule.alternatives
+        for op in alt.ops
+        for d in unknown_params(op, op.location or rule.location)
+    ]
+
+
+def unknown_params(op: OpPattern, where: Location | None) -> list[Diagnostic]:
+    """AF303 for each param ``op`` names that its type does not have (also used on the
+    ops of a rule that has errors elsewhere, so its warnings are not hidden)."""
+    info = op_type_info(op.type)
+    names = info.param_names()
+    if names is None:
+        return []
     out = []
-    for alt in rule.alternatives:
-        for op in alt.ops:
-            info = op_type_info(op.type)
-            names = info.param_names()
-            if names is None:
-                continue
-            for param in op.params:
-                if param in names:
-                    continue
-                close = difflib.get_close_matches(param, sorted(names), n=1, cutoff=0.6)
-                hint = f"did you mean {close[0]!r}? " if close else ""
-                have = ", ".join(sorted(names)) if names else "no params"
-                hint += f"{op.type} has {have}"
-                out.append(
-                    codes.make(
-                        "unknown-param",
-                        f"{op.type} has no parameter {param!r}; no node has it, so this op "
-                        "never matches",
-                        _loc(rule, op, param),
-                        hint=hint,
-                    )
-                )
+    for param in op.params:
+        if param in names:
+            continue
+        close = difflib.get_close_matches(param, sorted(names), n=1, cutoff=0.6)
+        hint = f"did you mean {close[0]!r}? " if close else ""
+        have = ", ".join(sorted(names)) if names else "no params"
+        hint += f"{op.type} has {have}"
+        out.append(
+            codes.make(
+                "unknown-param",
+                f"{op.type} has no parameter {param!r}; no node has it, so this op never matches",
+                op.param_locations.get(param, where),
+                hint=hint,
+            )
+        )
     return out
 
 

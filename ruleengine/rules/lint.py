@@ -18,7 +18,7 @@ from ruleengine.diagnostics import codes
 from ruleengine.diagnostics.model import Diagnostic, Location, Severity, display_path
 from ruleengine.errors import RuleLoadError, UsageError
 from ruleengine.rules import checks
-from ruleengine.rules.build import check_and_build, semantic_findings
+from ruleengine.rules.build import check_and_build, provisional_ops, semantic_findings
 from ruleengine.rules.model import Rule, RuleSet
 from ruleengine.rules.schema import validate_document
 from ruleengine.rules.yamlio import read_documents
@@ -153,8 +153,12 @@ def _expand(text: str, add: Callable[[Path], None], missing: list[Diagnostic]) -
         )
 
 
-def lint_file(path: Path, display: str | None = None, text: str | None = None) -> LintResult:
-    """Read, validate and check one file. Only documents without errors become rules."""
+def lint_file(
+    path: Path, display: str | None = None, text: str | None = None, *, set_checks: bool = False
+) -> LintResult:
+    """Read, validate and check one file. Only documents without errors become rules;
+    with ``set_checks`` (``check``) the ops of a document with errors are still linted,
+    so a rule's warnings show while it has errors too."""
     display = display if display is not None else _display(path)
     docs, diags = read_documents(path, display, text)
     rules: list[Rule] = []
@@ -186,11 +190,15 @@ def lint_file(path: Path, display: str | None = None, text: str | None = None) -
         diags.extend(found)
         if any(d.severity == Severity.ERROR for d in found):
             diags.extend(semantic_findings(doc))  # more findings in one run, best effort
+            if set_checks:
+                diags.extend(_provisional_warnings(doc))
             continue
         rule, more = check_and_build(doc)
         diags.extend(more)
         if rule is not None:
             rules.append(rule)
+        elif set_checks:
+            diags.extend(_provisional_warnings(doc))
     return LintResult(
         tuple(rules),
         tuple(sorted(diags, key=Diagnostic.sort_key)),
@@ -198,7 +206,11 @@ def lint_file(path: Path, display: str | None = None, text: str | None = None) -
     )
 
 
-def _lint_stdin() -> LintResult:
+def _provisional_warnings(doc) -> list[Diagnostic]:  # noqa: ANN001 - yamlio.Document
+    return [d for op in provisional_ops(doc) for d in checks.unknown_params(op, op.location)]
+
+
+def _lint_stdin(set_checks: bool = False) -> LintResult:
     import sys
 
     from ruleengine.rules.yamlio import MAX_FILE_BYTES
@@ -225,7 +237,7 @@ def _lint_stdin() -> LintResult:
             hint="pipe a UTF-8 YAML rule file",
         )
         return LintResult((), (diag,), (FileReport("<stdin>"),))
-    return lint_file(Path("-"), "<stdin>", text)
+    return lint_file(Path("-"), "<stdin>", text, set_checks=set_checks)
 
 
 def lint_paths(paths: Sequence[str | Path], *, set_checks: bool) -> LintResult:
@@ -244,7 +256,7 @@ def _lint_files(files: Sequence[Path], *, set_checks: bool) -> LintResult:
     diags: list[Diagnostic] = []
     reports: list[FileReport] = []
     for f in files:
-        res = _lint_stdin() if str(f) == "-" else lint_file(f)
+        res = _lint_stdin(set_checks) if str(f) == "-" else lint_file(f, set_checks=set_checks)
         rules.extend(res.rules)
         diags.extend(res.diagnostics)
         reports.extend(res.files)

@@ -243,6 +243,7 @@ class _Builder:
         out: dict[str, Any] = {}
         first: dict[str, Location] = {}
         merged: dict[str, Any] = {}
+        repeats: list[tuple[str, Location]] = []  # duplicate keys of this mapping
         for key_node, value_node in node.value:
             if key_node.tag == _TAG + "merge" or (
                 isinstance(key_node, ScalarNode)
@@ -256,22 +257,47 @@ class _Builder:
                 continue
             kloc = _loc(self.file, key_node)
             if key in first:
-                self.diags.append(
-                    codes.make(
-                        "duplicate-key",
-                        f"duplicate key {key!r} (first at line {first[key].line})",
-                        kloc,
-                        hint=_duplicate_hint(key),
-                        related=(first[key],),
-                    )
-                )
+                repeats.append((key, kloc))
                 continue
             first[key] = kloc
             self.marks.keys[(*path, key)] = kloc
             out[key] = self.build(value_node, (*path, key), depth + 1)
+        self._report_repeats(path, first, repeats)
         for key, value in merged.items():
             out.setdefault(key, value)
         return out
+
+    def _report_repeats(
+        self, path: Path_, first: dict[str, Location], repeats: list[tuple[str, Location]]
+    ) -> None:
+        """One finding per duplicate key; but rules pasted into one document without
+        `---` (``name:`` again at the top) are one finding, not one per repeated field."""
+        names = [loc for key, loc in repeats if key == "name"]
+        if path == () and names:
+            starts = [first["name"], *names]
+            lines = ", ".join(str(loc.line) for loc in starts)
+            before = " and ".join(f"line {loc.line}" for loc in names)
+            self.diags.append(
+                codes.make(
+                    "duplicate-key",
+                    f"{len(starts)} rules in one YAML document (`name:` at lines {lines}); "
+                    "each rule needs its own document",
+                    names[0],
+                    hint=f"add a `---` line before {before}",
+                    related=(first["name"], *names[1:]),
+                )
+            )
+            repeats = [(k, loc) for k, loc in repeats if k not in _RULE_KEYS]
+        for key, kloc in repeats:
+            self.diags.append(
+                codes.make(
+                    "duplicate-key",
+                    f"duplicate key {key!r} (first at line {first[key].line})",
+                    kloc,
+                    hint=_duplicate_hint(key),
+                    related=(first[key],),
+                )
+            )
 
     def _merge(self, node: Node, path: Path_, depth: int, merged: dict[str, Any]) -> None:
         sources = node.value if isinstance(node, SequenceNode) else [node]
@@ -363,16 +389,26 @@ def _read_text(path: Path, display: str, diags: list[Diagnostic]) -> str | None:
     try:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
+        line, col = _byte_line_col(raw, exc.start)
         diags.append(
             codes.make(
                 "unreadable-file",
-                f"file is not UTF-8 text (bad byte at offset {exc.start})",
-                where,
-                hint="save the file as UTF-8",
+                f"file is not UTF-8 text: byte 0x{raw[exc.start]:02x} at line {line}, "
+                f"column {col} is not valid UTF-8",
+                Location(display, line, col),
+                hint="save the file as UTF-8 (a byte like this usually means Latin-1 or "
+                "Windows-1252, e.g. an accented letter in a comment)",
             )
         )
         return None
     return text
+
+
+def _byte_line_col(raw: bytes, offset: int) -> tuple[int, int]:
+    """1-based line and column (in characters) of a byte offset in undecodable text."""
+    start = raw.rfind(b"\n", 0, offset) + 1
+    prefix = raw[start:offset].decode("utf-8", errors="replace")
+    return raw.count(b"\n", 0, offset) + 1, len(prefix) + 1
 
 
 def read_documents(
@@ -417,19 +453,7 @@ def read_documents(
         )
         return [], diags
     except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        loc = Location(display, mark.line + 1, mark.column + 1) if mark else Location(display)
-        problem = exc.problem or "invalid YAML"
-        if exc.context:
-            problem = f"{problem} ({exc.context})"
-        diags.append(
-            codes.make(
-                "yaml-syntax",
-                problem,
-                loc,
-                hint="check indentation, colons and brackets around this point",
-            )
-        )
+        diags.append(_syntax_finding(text, display, exc))
         return [], diags
     except ReaderError as exc:
         bad = _NON_PRINTABLE.search(text)
@@ -461,6 +485,85 @@ def read_documents(
         if loader is not None:
             loader.dispose()
     return docs, diags
+
+
+def _indent(line: str) -> int:
+    return len(line) - len(line.lstrip(" "))
+
+
+def _syntax_finding(text: str, display: str, exc: yaml.MarkedYAMLError) -> Diagnostic:
+    """A parser error said the way a person fixes it: a tab, a line that lines up with no
+    block, an unclosed bracket; the parser's own words follow in parentheses."""
+    mark = exc.problem_mark or exc.context_mark
+    raw = exc.problem or "invalid YAML"
+    if exc.context:
+        raw = f"{raw} {exc.context}"
+    lines = text.splitlines()
+    line_no = mark.line + 1 if mark else None
+    col = mark.column + 1 if mark else None
+    message, hint = raw, "check indentation, colons and brackets around this point"
+    # a tab in the indentation of the line the parser stopped at (or the one before it)
+    for n in [line_no, (line_no or 1) - 1] if line_no else []:
+        if 1 <= n <= len(lines):
+            lead = lines[n - 1][: len(lines[n - 1]) - len(lines[n - 1].lstrip(" \t"))]
+            if "\t" in lead:
+                line_no, col = n, lead.index("\t") + 1
+                message = "a tab indents this line; YAML indents with spaces only"
+                hint = "replace the tab with spaces (two per level, lined up with the siblings)"
+                return codes.make(
+                    "yaml-syntax",
+                    f"{message} (YAML parser: {raw})",
+                    Location(display, line_no, col),
+                    hint=hint,
+                )
+    opened = exc.context_mark
+    if exc.context and "flow" in exc.context and opened is not None and opened is not mark:
+        message = (
+            f"a bracket opened at line {opened.line + 1}, column {opened.column + 1} is "
+            "not closed before this point"
+        )
+        hint = "close the [ or { (or quote a value that holds one)"
+    elif (
+        line_no is not None
+        and 1 <= line_no <= len(lines)
+        and ("expected key" in raw or "block end" in raw or "mapping values" in raw)
+    ):
+        here = _indent(lines[line_no - 1])
+        above = sorted(
+            {
+                _indent(ln)
+                for ln in lines[: line_no - 1]
+                if ln.strip() and not ln.lstrip().startswith("#")
+            }
+        )
+        if "mapping values" in raw:
+            message = "a second `: ` on one line: a mapping cannot start inside a value"
+            hint = (
+                "quote the value if it holds ': ' (e.g. description: \"a: b\"), or put the "
+                "key on its own line"
+            )
+        elif above and here not in above:
+            levels = ", ".join(str(a) for a in above)
+            message = (
+                f"this line is indented {here} spaces, which lines up with no block above "
+                f"(the lines above are indented {levels})"
+            )
+            hint = "indent each key exactly like its siblings (two spaces per level)"
+        else:
+            message = (
+                "this line does not continue the block above: a key, a `- ` item or its "
+                "indentation is off"
+            )
+            hint = "check that the line is `key: value` or `- item`, indented like its siblings"
+    elif "could not find expected ':'" in raw:
+        message = "this line is not a `key: value` pair (no `: ` found)"
+        hint = "write `key: value` with a space after the colon, or quote the text"
+    return codes.make(
+        "yaml-syntax",
+        f"{message} (YAML parser: {raw})" if message != raw else raw,
+        Location(display, line_no, col) if line_no is not None else Location(display),
+        hint=hint,
+    )
 
 
 def _line_col(text: str, position: int) -> tuple[int, int]:
