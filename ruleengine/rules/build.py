@@ -512,6 +512,8 @@ def provisional_ops(doc: Document) -> list[OpPattern]:
         for i, op in enumerate(ops if isinstance(ops, list) else []):
             if not isinstance(op, dict) or not isinstance(op.get("type"), str):
                 continue
+            if not isinstance(op.get("params") or {}, dict):
+                continue
             try:
                 out.append(checker.build_op((*base, i), i, op))
             except (TypeError, KeyError, AttributeError, ValueError, IndexError):

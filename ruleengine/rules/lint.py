@@ -207,7 +207,11 @@ def lint_file(
 
 
 def _provisional_warnings(doc) -> list[Diagnostic]:  # noqa: ANN001 - yamlio.Document
-    return [d for op in provisional_ops(doc) for d in checks.unknown_params(op, op.location)]
+    """Best effort on a document that has errors: never a crash, at worst no warning."""
+    try:
+        return [d for op in provisional_ops(doc) for d in checks.unknown_params(op, op.location)]
+    except Exception:  # noqa: BLE001 - the errors already found are what the user sees
+        return []
 
 
 def _lint_stdin(set_checks: bool = False) -> LintResult:
