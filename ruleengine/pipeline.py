@@ -119,6 +119,7 @@ def analyze(
     disable: Sequence[str] = (),
     benefit_threshold: float | None = None,
     time_limit_s: float = 30.0,
+    jobs: int | None = None,
     progress: Progress | None = None,
     _check_rules: Callable[[RuleSet], None] | None = None,
 ) -> Analysis:
@@ -128,7 +129,7 @@ def analyze(
     """
     from ruleengine.cost import load_target, score_candidates
     from ruleengine.graph import load_graph
-    from ruleengine.match import find_candidates
+    from ruleengine.match.parallel import default_jobs, find_candidates_parallel
     from ruleengine.resolve import resolve
     from ruleengine.rules import load_rule_set
 
@@ -139,6 +140,8 @@ def analyze(
             f"benefit threshold {benefit_threshold} is not a fraction between 0 and 1 "
             "(net saved bytes / unfused bytes, e.g. 0.2)"
         )
+    if jobs is not None and (isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1):
+        raise UsageError(f"jobs {jobs!r}: the number of processes is a positive integer")
     if not 0.0 < time_limit_s < math.inf:  # NaN too
         raise UsageError(f"time limit {time_limit_s} s must be a positive number of seconds")
     for name, size in (dims or {}).items():  # the CLI's parse_dims checks --dim; the API too
@@ -173,7 +176,7 @@ def analyze(
     graph = load_graph(model, dims or {}, input_shapes)
     lap("graph")
     _note(progress, f"matching {len(rule_set.rules)} rules on {len(graph.nodes)} nodes")
-    match = find_candidates(graph, rule_set)
+    match = find_candidates_parallel(graph, rule_set, default_jobs() if jobs is None else jobs)
     lap("match")
     _note(progress, f"costing {len(match.candidates)} candidates on {tgt.name}")
     scored = score_candidates(graph, match, rule_set, tgt)
@@ -201,6 +204,7 @@ def fuse(
     inputs: str | Path | None = None,
     seed: int = 0,
     time_limit_s: float = 30.0,
+    jobs: int | None = None,
     progress: Progress | None = None,
     verify_mode: str = "auto",
     outdir: str | Path | None = None,
@@ -243,6 +247,7 @@ def fuse(
         disable=disable,
         benefit_threshold=benefit_threshold,
         time_limit_s=time_limit_s,
+        jobs=jobs,
         progress=progress,
         _check_rules=check_output_paths,
     )

@@ -119,6 +119,9 @@ def fuse_command(
     ),
     time_limit: float = typer.Option(30.0, "--time-limit", help="Exact solver limit (s)."),
     fmt: Format = typer.Option(Format.text, "--format", "-f", help="Report on stdout."),
+    jobs: int | None = typer.Option(
+        None, "--jobs", "-j", min=1, help="Processes for matching (default: the cores)."
+    ),
     plan_detail: PlanDetail = typer.Option(
         PlanDetail.compact,
         "--plan-detail",
@@ -154,6 +157,7 @@ def fuse_command(
             inputs=inputs,
             seed=seed,
             time_limit_s=time_limit,
+            jobs=jobs,
             progress=_progress_printer(),
             verify_mode=verify_mode.value,
             outdir=outdir,

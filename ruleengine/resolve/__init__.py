@@ -107,8 +107,6 @@ def _resolve(
 ) -> Resolution:
     if solver not in SOLVERS:
         raise UsageError(f"unknown solver {solver!r}; choose one of {', '.join(SOLVERS)}")
-    if solver == "exact":
-        import ruleengine.resolve.exact  # noqa: F401  (load OR-Tools before the clock starts)
     start = time.perf_counter()
     viable = [sc for sc in scored if sc.viable and sc.cost is not None]
     greedy = select_greedy(graph, viable)
@@ -242,8 +240,6 @@ def _solve_exact(
     time_limit_s: float,
     seed: int,
 ) -> tuple[list[ScoredCandidate], str, int, int]:
-    from ruleengine.resolve.exact import solve_component
-
     deadline = time.perf_counter() + time_limit_s
     # Only candidates that save something can be worth choosing.
     cands = [sc for sc in viable if _net(sc) > 0]
@@ -292,6 +288,9 @@ def _solve_exact(
         key = (local_weights, local_sets, local_cut_sets, hint)
         hit = memo.get(key)
         if hit is None:
+            # OR-Tools (and the pandas it imports, ~0.3 s) only when a component needs it
+            from ruleengine.resolve.exact import solve_component
+
             sol = solve_component(
                 local_weights,
                 [frozenset(x) for x in local_sets],

@@ -1,0 +1,33 @@
+"""Matching split over processes gives exactly the serial result."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from ruleengine.graph import graph_from_model
+from ruleengine.match import find_candidates, parallel
+from ruleengine.rules import load_rule_set
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+from synthetic import decoder_stack  # noqa: E402
+
+
+def test_parallel_matching_equals_serial(monkeypatch: pytest.MonkeyPatch) -> None:
+    graph = graph_from_model(decoder_stack(4))
+    rule_set = load_rule_set([], preset="all")
+    serial = find_candidates(graph, rule_set)
+    monkeypatch.setattr(parallel, "PARALLEL_FROM_NODES", 0)
+    split = parallel.find_candidates_parallel(graph, rule_set, 3)
+    assert split.candidates == serial.candidates
+    assert split.near_misses == serial.near_misses
+    assert len(serial.candidates) > 50
+
+
+def test_rules_are_split_into_balanced_chunks() -> None:
+    rules = load_rule_set([], preset="all").rules
+    chunks = parallel._split(rules, 3)
+    assert sorted(r.name for c in chunks for r in c) == sorted(r.name for r in rules)
+    assert len(chunks) == 3
