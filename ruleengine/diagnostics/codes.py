@@ -287,6 +287,28 @@ _CODES: tuple[CodeInfo, ...] = (
         "name: a\nmatch:\n  subgraph:\n    output_count: 1\nrewrite:\n  target_op: A\n",
     ),
     CodeInfo(
+        "AF210",
+        "bad-one-of",
+        _E,
+        "A param value given as a mapping that is not `{one_of: [values]}`.",
+        "A param value is a plain value, or `{one_of: [v1, v2, ...]}` (at least one value) "
+        "to accept any of several values, e.g. `perm: {one_of: [[0, 2, 1, 3], [0, 2, 3, 1]]}`.",
+        "name: a\nmatch:\n  ops:\n    - type: Transpose\n      params:\n"
+        "        perm: {any_of: [[0, 2, 1, 3]]}\nrewrite:\n  target_op: A\n",
+    ),
+    CodeInfo(
+        "AF211",
+        "bad-same-as",
+        _E,
+        "`same_as` names this op itself, an op the pattern does not have, or an input the "
+        "op cannot have.",
+        "`inputK: {same_as: {op: j, input: m}}` says input K reads the same tensor as input "
+        "m of op j; j is another op of the same pattern (before or after this one) and m an "
+        "input that op can have.",
+        "name: a\nmatch:\n  ops:\n    - type: Mul\n    - type: Add\n      input_sources:\n"
+        "        input1:\n          same_as: {op: 5, input: 0}\nrewrite:\n  target_op: A\n",
+    ),
+    CodeInfo(
         "AF220",
         "reserved-output-path",
         _E,
@@ -389,6 +411,20 @@ _CODES: tuple[CodeInfo, ...] = (
         "name: a\nmatch:\n  ops:\n    - type: MatMul\n    - type: Relu\n      input_sources:\n"
         "        input0:\n          source_type: const_or_param\n    - type: Sigmoid\n"
         "      input_sources:\n        input0:\n          from_op: 0\nrewrite:\n  target_op: A\n",
+        command="check",
+    ),
+    CodeInfo(
+        "AF307",
+        "internal-port",
+        _W,
+        "A `rewrite.inputs` entry names an op input that is fed inside the pattern.",
+        "`{from_op: j, input_idx: k}` names the tensor op j reads on input k, meant as the "
+        "external tensor behind a kernel port. When that input is linked to another op of "
+        "the pattern (`from_op`, `same_as` of a linked input, or the chain from the previous "
+        "op), the tensor is internal to the group and never reaches the fused kernel: "
+        "name the input of the op that starts the chain instead.",
+        "name: a\nmatch:\n  ops:\n    - type: MatMul\n    - type: Relu\nrewrite:\n"
+        "  target_op: A\n  inputs:\n    - {from_op: 1, input_idx: 0}\n",
         command="check",
     ),
     CodeInfo(

@@ -243,7 +243,9 @@ def concretize(rule: Rule, aliases: Mapping[str, OpAlias]) -> tuple[Concrete, ..
             first: dict[int, int] = {}
             last: dict[int, int] = {}
             links: list[Link] = []
+            copies: dict[int, list[int]] = {}
             for op_idx, (_length, kinds) in enumerate(choice):
+                fan_out = alt.ops[op_idx].fan_out
                 for copy, (kind, val) in enumerate(kinds):
                     slot = (
                         Slot(op_idx, copy, types=val)
@@ -252,25 +254,32 @@ def concretize(rule: Rule, aliases: Mapping[str, OpAlias]) -> tuple[Concrete, ..
                     )
                     if copy == 0:
                         first[op_idx] = len(slots)
-                    else:
+                    elif not fan_out:
                         links.append(Link(len(slots) - 1, len(slots), None))
-                    last[op_idx] = len(slots)
+                    copies.setdefault(op_idx, []).append(len(slots))
+                    # a fan-out op's copies are siblings: later ops read the first copy
+                    if copy == 0 or not fan_out:
+                        last[op_idx] = len(slots)
                     slots.append(slot)
             for op_idx, op in enumerate(alt.ops):
-                dst = first[op_idx]
-                if alt.chains_to_previous(op_idx):
-                    links.append(Link(last[op_idx - 1], dst, None))
-                    continue
-                if op.input_sources is None:  # op 0: a root
-                    continue
-                for src in op.input_sources:
-                    if src.from_op is None or src.from_op not in last:
+                # a fan-out op: every copy gets the links of the first (siblings)
+                dsts = copies[op_idx] if op.fan_out else [first[op_idx]]
+                for dst in dsts:
+                    if alt.chains_to_previous(op_idx):
+                        links.append(Link(last[op_idx - 1], dst, None))
                         continue
-                    slot = slots[dst]
-                    port = (
-                        None if slot.form is not None or _is_commutative(slot.types) else src.port
-                    )
-                    links.append(Link(last[src.from_op], dst, port))
+                    if op.input_sources is None:  # op 0: a root
+                        continue
+                    for src in op.input_sources:
+                        if src.from_op is None or src.from_op not in last:
+                            continue
+                        slot = slots[dst]
+                        port = (
+                            None
+                            if slot.form is not None or _is_commutative(slot.types)
+                            else src.port
+                        )
+                        links.append(Link(last[src.from_op], dst, port))
             out.append(Concrete(f"a{alt_idx}c{counter}", alt_idx, tuple(slots), tuple(links)))
             counter += 1
     return tuple(out)
@@ -554,8 +563,8 @@ def _slot_literals(prog: Program, slot: Slot, i: int, core_used: bool) -> list[L
 
 def _fmt(lit: Literal) -> str:
     pred, args = lit
-    if pred == "!=":
-        return f"({args[0]} != {args[1]})"
+    if pred in ("!=", "<"):
+        return f"({args[0]} {pred} {args[1]})"
     return f"{pred}({', '.join(str(a) for a in args)})"
 
 
@@ -659,9 +668,11 @@ def program_text(
     return "\n".join(lines) + "\n"
 
 
-def _overlapping_slots(prog: Program, rule_name: str, head: str) -> list[tuple[str, str]]:
+def _overlapping_slots(prog: Program, rule_name: str, head: str) -> list[tuple[str, str, str]]:
     """Pairs of single-node slot variables of the clause ``head`` that could bind the
-    same node: their type sets overlap and no path of links joins them."""
+    same node: their type sets overlap and no path of links joins them, with the test
+    that keeps them apart: ``!=``, or ``<`` for two copies of one fan-out op (siblings
+    are interchangeable, so only one order of them is an answer)."""
     combo = head.split("'", 2)[1]
     conc = prog.rules[rule_name][2].get(combo)
     if conc is None:
@@ -683,15 +694,16 @@ def _overlapping_slots(prog: Program, rule_name: str, head: str) -> list[tuple[s
     single = [i for i, s in enumerate(conc.slots) if s.form is None]
     slots = conc.slots
     return [
-        (slots[i].var, slots[j].var)
+        (slots[i].var, slots[j].var, "<" if slots[i].op == slots[j].op else "!=")
         for k, i in enumerate(single)
         for j in single[k + 1 :]
         if slots[i].types & slots[j].types and j not in reach[i] and i not in reach[j]
     ]
 
 
-def _with_distinct(lits: list[Literal], pairs: list[tuple[str, str]]) -> list[Literal]:
-    """``lits`` with ``(A != B)`` right after the literal that binds the later of A, B."""
+def _with_distinct(lits: list[Literal], pairs: list[tuple[str, str, str]]) -> list[Literal]:
+    """``lits`` with ``(A != B)`` (or ``(A < B)``) right after the literal that binds the
+    later of A, B."""
     if not pairs:
         return lits
     out: list[Literal] = []
@@ -701,9 +713,9 @@ def _with_distinct(lits: list[Literal], pairs: list[tuple[str, str]]) -> list[Li
         out.append(lit)
         bound.update(lit[1])
         for pair in [p for p in pending if p[0] in bound and p[1] in bound]:
-            out.append(("!=", pair))
+            out.append((pair[2], pair[:2]))
             pending.remove(pair)
-    out.extend(("!=", p) for p in pending)
+    out.extend((p[2], p[:2]) for p in pending)
     return out
 
 

@@ -360,7 +360,11 @@ def _check(
 
     for op_idx, op, where, spec, chained in plan:
         b = bindings[first[op_idx]]
-        _check_sources(graph, op, op_idx, chained, b, bindings, last, inside, comm, where)
+        # a fan-out op: every copy reads what the first reads, so each is checked
+        for i in by_op.get(op_idx, ()) if op.fan_out else (first[op_idx],):
+            _check_sources(
+                graph, op, op_idx, chained, bindings[i], bindings, first, last, inside, comm, where
+            )
         _check_input_count(graph, op, b, where)
         for i in by_op.get(op_idx, ()):
             try:
@@ -369,9 +373,7 @@ def _check(
                 raise _Reject(exc.code, exc.reason) from None
             if spec.alias is not None and spec.alias.const_operand and bindings[i].form is None:
                 node = bindings[i].node
-                if not any(
-                    t and graph.tensors[t].is_constant for t in node.inputs if t in graph.tensors
-                ):
+                if not any(is_const_like(graph, t) for t in node.inputs if t in graph.tensors):
                     raise _Reject(
                         "param-mismatch",
                         f"{where}: {op.type} needs a constant operand; node {node.name!r} "
@@ -423,6 +425,76 @@ def _check(
         )
 
 
+# Ops that hand a constant on unchanged in value (TorchScript wraps biases in Identity,
+# mixed-precision exports Cast them): their output is as constant as their input.
+_CONST_PASSTHROUGH = frozenset({"Identity", "Cast", "CastLike"})
+
+
+def is_const_like(graph: Graph, name: str) -> bool:
+    """A constant (initializer or Constant output), or Identity/Cast of one (any depth)."""
+    for _ in range(16):
+        tensor = graph.tensors.get(name)
+        if tensor is None:
+            return False
+        if tensor.is_constant:
+            return True
+        producer = graph.node(tensor.producer) if tensor.producer else None
+        if producer is None or producer.op_type not in _CONST_PASSTHROUGH:
+            return False
+        if not producer.inputs or not producer.inputs[0]:
+            return False
+        name = producer.inputs[0]  # (CastLike's second input only gives the dtype)
+    return False
+
+
+def _port_tensor(node: Node, port: int) -> str | None:
+    return node.inputs[port] if 0 <= port < len(node.inputs) and node.inputs[port] else None
+
+
+def _check_same_as(
+    graph: Graph,
+    op: OpPattern,
+    b: Binding,
+    bindings: list[Binding],
+    first: Mapping[int, int],
+    where: str,
+    comm: frozenset[str],
+) -> None:
+    """``inputK: {same_as: {op: j, input: m}}``: this input is the tensor op j reads on m."""
+    for src in op.input_sources or ():
+        if src.same_as is None:
+            continue
+        j, m = src.same_as
+        if j not in first:
+            continue
+        other = bindings[first[j]]
+        o_node = other.node if other.form is None else _entry_node(graph, other)
+        want = _port_tensor(o_node, m) if o_node is not None else None
+        node = b.node if b.form is None else _entry_node(graph, b)
+        if node is None or want is None:
+            raise _Reject(
+                "input-source", f"{where}: input{src.port} or op {j}'s input{m} is missing"
+            )
+        ports = [src.port]
+        if node.op_type in comm and len(node.inputs) == 2 and src.port in (0, 1):
+            ports.append(1 - src.port)
+        if not any(_port_tensor(node, p) == want for p in ports):
+            raise _Reject(
+                "input-source",
+                f"{where}: input{src.port} of node {node.name!r} is not the tensor op {j} "
+                f"reads on input{m} ({want!r})",
+            )
+
+
+def _entry_node(graph: Graph, b: Binding) -> Node | None:
+    """The node of a composite binding that reads its main input first."""
+    x = b.main_input(graph)
+    for n in sorted(b.nodes, key=lambda n: n.index):
+        if x in n.inputs:
+            return n
+    return b.nodes[0] if b.nodes else None
+
+
 def _check_sources(
     graph: Graph,
     op: OpPattern,
@@ -430,6 +502,7 @@ def _check_sources(
     chained: bool,
     b: Binding,
     bindings: list[Binding],
+    first: Mapping[int, int],
     last: dict[int, int],
     inside: set[str],
     comm: frozenset[str],
@@ -437,6 +510,7 @@ def _check_sources(
 ) -> None:
     if op.input_sources is None:
         return
+    _check_same_as(graph, op, b, bindings, first, where, comm)
     node = b.node
     swapped = False
     if b.form is None and chained and node.op_type in comm:
@@ -493,7 +567,7 @@ def _check_sources(
         kind = src.source_type
         ok = {
             "any": True,
-            "const": tensor.is_constant,
+            "const": is_const_like(graph, t),
             "graph_input": tensor.is_graph_input,
             "const_or_param": tensor.producer is None or tensor.producer not in inside,
         }.get(kind, True)

@@ -37,8 +37,20 @@ def as_number(value: Any) -> float | None:
     return None
 
 
+def one_of_options(want: Any) -> list[Any]:
+    """The values a rule param accepts: ``{one_of: [a, b]}`` -> [a, b], else [want]."""
+    if isinstance(want, Mapping) and set(want) == {"one_of"}:
+        opts = want["one_of"]
+        return list(opts) if isinstance(opts, list | tuple) else [opts]
+    return [want]
+
+
 def values_equal(want: Any, have: Any) -> bool:
-    """Rule value ``want`` equals graph value ``have`` by meaning."""
+    """Rule value ``want`` equals graph value ``have`` by meaning (``{one_of: [...]}``:
+    any of the values)."""
+    opts = one_of_options(want)
+    if len(opts) > 1 or opts[0] is not want:
+        return any(values_equal(w, have) for w in opts)
     if isinstance(want, Mapping) or isinstance(have, Mapping):
         return dict(want) == dict(have) if isinstance(have, Mapping) else False
     want_seq = isinstance(want, (list, tuple))
@@ -287,84 +299,111 @@ def check_params(
     merged = dict(alias.implied_params) if alias is not None else {}
     merged.update(params)
     for name, want in merged.items():
-        m: ParamMapping | None = alias.params.get(name) if alias is not None else None
-        kind = m.kind if m is not None else ParamKind.ATTR
-        if kind is ParamKind.ALWAYS:
-            if not values_equal(want, m.always):
-                raise ParamFailure(
-                    "param-mismatch",
-                    f"{where}: {name} is always {_fmt(m.always)} on {op_type}, "
-                    f"the rule asks for {_fmt(want)}",
-                )
+        opts = one_of_options(want)
+        if len(opts) == 1:
+            _check_param(graph, op_type, alias, binding, where, name, opts[0])
             continue
-        if kind is ParamKind.SHAPE:
-            shape_check(m.check or name, want, graph, binding, f"{where}: {name}")
-            continue
-        if kind is ParamKind.VARIANT:
-            if binding.form is not None:
-                target = m.variants.get(str(want).lower(), m.variants.get(str(want)))
-                got = binding.form.composite
-                if target is not None and target != got and binding.form.variant != target:
-                    raise ParamFailure(
-                        "param-mismatch",
-                        f"{where}: {name}: {_fmt(want)} means the {target} form; matched "
-                        f"the {got} form ({binding.form.name})",
-                    )
-                continue
-            have = binding.node.attributes.get(name, _MISSING)
-            if have is not _MISSING and not values_equal(want, have):
-                raise ParamFailure(
-                    "param-mismatch", f"{where}: {name} is {_fmt(have)}, expected {_fmt(want)}"
-                )
-            continue
+        failures: list[ParamFailure] = []
+        for value in opts:
+            try:
+                _check_param(graph, op_type, alias, binding, where, name, value)
+                break
+            except ParamFailure as exc:
+                failures.append(exc)
+        else:
+            raise ParamFailure(
+                failures[0].code,
+                f"{where}: {name}: none of {_fmt(opts)} holds ({failures[0].reason})",
+            )
+
+
+def _check_param(
+    graph: Graph,
+    op_type: str,
+    alias: OpAlias | None,
+    binding: Binding,
+    where: str,
+    name: str,
+    want: Any,
+) -> None:
+    """Raise ParamFailure unless param ``name`` has value ``want`` on ``binding``."""
+    m: ParamMapping | None = alias.params.get(name) if alias is not None else None
+    kind = m.kind if m is not None else ParamKind.ATTR
+    if kind is ParamKind.ALWAYS:
+        if not values_equal(want, m.always):
+            raise ParamFailure(
+                "param-mismatch",
+                f"{where}: {name} is always {_fmt(m.always)} on {op_type}, "
+                f"the rule asks for {_fmt(want)}",
+            )
+        return
+    if kind is ParamKind.SHAPE:
+        shape_check(m.check or name, want, graph, binding, f"{where}: {name}")
+        return
+    if kind is ParamKind.VARIANT:
         if binding.form is not None:
-            onnx_name = m.onnx_attr if m is not None and m.onnx_attr else name
-            have = _composite_param(graph, binding, onnx_name)
-            if have is _MISSING:
-                continue  # not visible on the decomposed form
-            if not values_equal(want, have):
+            target = m.variants.get(str(want).lower(), m.variants.get(str(want)))
+            got = binding.form.composite
+            if target is not None and target != got and binding.form.variant != target:
                 raise ParamFailure(
                     "param-mismatch",
-                    f"{where}: {name} is {_fmt(have)} in the decomposed "
-                    f"{binding.form.composite}, expected {_fmt(want)}",
+                    f"{where}: {name}: {_fmt(want)} means the {target} form; matched "
+                    f"the {got} form ({binding.form.name})",
                 )
-            continue
-        for node in binding.nodes:
-            if kind is ParamKind.INPUT_CONST:
-                _, have = _input_const(graph, node, m, where, name)
-                shown = name
+            return
+        have = binding.node.attributes.get(name, _MISSING)
+        if have is not _MISSING and not values_equal(want, have):
+            raise ParamFailure(
+                "param-mismatch", f"{where}: {name} is {_fmt(have)}, expected {_fmt(want)}"
+            )
+        return
+    if binding.form is not None:
+        onnx_name = m.onnx_attr if m is not None and m.onnx_attr else name
+        have = _composite_param(graph, binding, onnx_name)
+        if have is _MISSING:
+            return  # not visible on the decomposed form
+        if not values_equal(want, have):
+            raise ParamFailure(
+                "param-mismatch",
+                f"{where}: {name} is {_fmt(have)} in the decomposed "
+                f"{binding.form.composite}, expected {_fmt(want)}",
+            )
+        return
+    for node in binding.nodes:
+        if kind is ParamKind.INPUT_CONST:
+            _, have = _input_const(graph, node, m, where, name)
+            shown = name
+        else:
+            attr = m.onnx_attr if m is not None and m.onnx_attr else name
+            shown = name if attr == name else f"{name} ({attr})"
+            if m is not None and len(m.value_map):
+                want_onnx = m.value_map.get(str(want), m.value_map.get(want, want))
             else:
-                attr = m.onnx_attr if m is not None and m.onnx_attr else name
-                shown = name if attr == name else f"{name} ({attr})"
-                if m is not None and len(m.value_map):
-                    want_onnx = m.value_map.get(str(want), m.value_map.get(want, want))
-                else:
-                    want_onnx = want
-                have = node.attributes.get(attr, _MISSING)
-                if have is _MISSING:
-                    if not _schema_has_attr(node, attr, graph.opsets.get(node.domain, graph.opset)):
-                        # not an attribute of this op (a misspelling?): it never holds, so
-                        # the rule cannot match more than it says (check reports AF303)
-                        raise ParamFailure(
-                            "param-mismatch",
-                            f"{where}: {node.op_type} has no parameter {shown!r} (node "
-                            f"{node.name!r}); the rule asks for {_fmt(want)}",
-                        )
+                want_onnx = want
+            have = node.attributes.get(attr, _MISSING)
+            if have is _MISSING:
+                if not _schema_has_attr(node, attr, graph.opsets.get(node.domain, graph.opset)):
+                    # not an attribute of this op (a misspelling?): it never holds, so
+                    # the rule cannot match more than it says (check reports AF303)
                     raise ParamFailure(
                         "param-mismatch",
-                        f"{where}: {shown} is not set on node {node.name!r} and has no "
-                        f"default, expected {_fmt(want)}",
+                        f"{where}: {node.op_type} has no parameter {shown!r} (node "
+                        f"{node.name!r}); the rule asks for {_fmt(want)}",
                     )
-                if not values_equal(want_onnx, have):
-                    raise ParamFailure(
-                        "param-mismatch",
-                        f"{where}: {shown} is {_fmt(have)} on node {node.name!r}, "
-                        f"expected {_fmt(want_onnx)}",
-                    )
-                continue
-            if not values_equal(want, have):
+                raise ParamFailure(
+                    "param-mismatch",
+                    f"{where}: {shown} is not set on node {node.name!r} and has no "
+                    f"default, expected {_fmt(want)}",
+                )
+            if not values_equal(want_onnx, have):
                 raise ParamFailure(
                     "param-mismatch",
                     f"{where}: {shown} is {_fmt(have)} on node {node.name!r}, "
-                    f"expected {_fmt(want)}",
+                    f"expected {_fmt(want_onnx)}",
                 )
+            continue
+        if not values_equal(want, have):
+            raise ParamFailure(
+                "param-mismatch",
+                f"{where}: {shown} is {_fmt(have)} on node {node.name!r}, expected {_fmt(want)}",
+            )

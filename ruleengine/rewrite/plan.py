@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
 from pathlib import PurePosixPath, PureWindowsPath
 from typing import Any
 
@@ -135,16 +136,21 @@ def build_groups(
         inputs, outputs = group_boundary(graph, nodes)
         if not outputs:  # dead code: a function still needs an output to be a valid call
             outputs = tuple(t for t in graph.node(nodes[-1]).outputs if t)
+        # a branch may name its own fused op and kernel (say what the group contains)
+        alt = rule.alternatives[sc.candidate.alternative]
+        kernel = kernel_spec(rule)
+        if alt.kernel_name:
+            kernel = replace(kernel, kernel_name=alt.kernel_name)
         groups.append(
             FusedGroup(
                 id=gid,
                 scored=sc,
-                target_op=rule.rewrite.target_op,
+                target_op=alt.target_op or rule.rewrite.target_op,
                 nodes=nodes,
                 op_types=tuple(graph.node(n).op_type for n in nodes),
                 inputs=inputs,
                 outputs=outputs,
-                kernel=kernel_spec(rule),
+                kernel=kernel,
                 attributes=to_json(rule.rewrite.attributes) or None,
                 tensor_layout=rule.rewrite.tensor_layout,
                 kernel_config=to_json(rule.rewrite.kernel_config) or None,
@@ -159,22 +165,36 @@ def resolve_ports(graph: Graph, sc: ScoredCandidate, rule: Rule) -> tuple[dict[s
 
     ``from_op``/``output_idx`` name an op of the pattern and one of its outputs; the op's
     output node is the last of its bound nodes in topological order (a composite or a
-    repeat binds several).
+    repeat binds several). ``from_op``/``input_idx`` name the tensor the op's first bound
+    node reads on that input (the external tensor behind the port); ``internal`` says
+    whether the port's tensor is produced inside the group (``check`` warns, AF307).
     """
     ports = []
     bindings = sc.candidate.bindings
+    inside = set(sc.candidate.nodes)
     for entry in rule.rewrite.inputs:
         tensor = None
         if 0 <= entry.from_op < len(bindings) and bindings[entry.from_op]:
-            last = max(bindings[entry.from_op], key=lambda n: graph.node(n).index)
-            outs = graph.node(last).outputs
-            if entry.output_idx < len(outs) and outs[entry.output_idx]:
-                tensor = outs[entry.output_idx]
+            order = sorted(bindings[entry.from_op], key=lambda n: graph.node(n).index)
+            if entry.input_idx is not None:
+                ins = graph.node(order[0]).inputs
+                if entry.input_idx < len(ins) and ins[entry.input_idx]:
+                    tensor = ins[entry.input_idx]
+            else:
+                outs = graph.node(order[-1]).outputs
+                if entry.output_idx < len(outs) and outs[entry.output_idx]:
+                    tensor = outs[entry.output_idx]
+        producer = graph.tensors[tensor].producer if tensor in graph.tensors else None
         port = {
             "input_port": entry.input_port,
             "from_op": entry.from_op,
-            "output_idx": entry.output_idx,
+            **(
+                {"input_idx": entry.input_idx}
+                if entry.input_idx is not None
+                else {"output_idx": entry.output_idx}
+            ),
             "tensor": tensor,
+            "internal": producer is not None and producer in inside,
         }
         if entry.description:
             port["description"] = entry.description

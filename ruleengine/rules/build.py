@@ -252,15 +252,19 @@ class _Checker:
                 )
             has_from = "from_op" in src
             has_type = "source_type" in src
-            if has_from == has_type:
+            has_same = "same_as" in src
+            if has_from + has_type + has_same != 1:
                 self.add(
                     "bad-input-port",
-                    f"{dotted(sp)}: give exactly one of `from_op` or `source_type`",
+                    f"{dotted(sp)}: give exactly one of `from_op`, `source_type` or `same_as`",
                     sp,
                     "from_op: j for an earlier op's output, source_type: const_or_param "
-                    "(or const, graph_input, any) for a tensor from outside the match",
+                    "(or const, graph_input, any) for a tensor from outside the match, "
+                    "same_as: {op: j, input: k} for the tensor another op reads",
                     key=True,
                 )
+            if has_same:
+                self.check_same_as(ops, i, src["same_as"], (*sp, "same_as"))
             if has_type and "output_idx" in src:
                 self.add(
                     "bad-input-port",
@@ -288,6 +292,8 @@ class _Checker:
                     )
                 else:
                     self.check_output_idx(ops, j, src.get("output_idx", 0), (*sp, "output_idx"))
+        for name, value in (op.get("params") or {}).items():
+            self.check_one_of((*p, "params", name), value)
         for k, name in enumerate(op.get("output_names") or []):
             if name in seen_names:
                 self.add(
@@ -299,6 +305,42 @@ class _Checker:
                 )
             else:
                 seen_names[name] = i
+
+    def check_same_as(self, ops: list, i: int, same: dict, path: tuple) -> None:
+        """``same_as`` names another op of the pattern and an input that op can have."""
+        j, k = same["op"], same["input"]
+        if j == i or j >= len(ops):
+            what = "this op itself" if j == i else f"op {j}, but the pattern has {len(ops)} ops"
+            self.add(
+                "bad-same-as",
+                f"{dotted(path)}.op: {j} is {what}",
+                (*path, "op"),
+                "point same_as at another op of the same pattern",
+            )
+            return
+        most = op_type_info(ops[j]["type"]).max_inputs()
+        if most is not None and k >= most:
+            self.add(
+                "bad-same-as",
+                f"{dotted(path)}.input: {k} but {ops[j]['type']} (op {j}) has at most "
+                f"{most} input{'s' if most != 1 else ''}",
+                (*path, "input"),
+                f"use an input index from 0 to {most - 1}",
+            )
+
+    def check_one_of(self, path: tuple, value: Any) -> None:
+        """``{one_of: [...]}`` is the only mapping a param value may be, with 1+ options."""
+        if not isinstance(value, dict):
+            return
+        options = value.get("one_of")
+        if set(value) != {"one_of"} or not isinstance(options, list) or not options:
+            self.add(
+                "bad-one-of",
+                f"{dotted(path)}: a param given as a mapping must be {{one_of: [values]}} "
+                "with at least one value",
+                path,
+                "write `name: value`, or `name: {one_of: [value1, value2]}`",
+            )
 
     def check_subgraph(self, sub: dict) -> None:
         rng = sub.get("input_count_range")
@@ -330,6 +372,14 @@ class _Checker:
         for k, entry in enumerate(rewrite.get("inputs") or []):
             p = ("rewrite", "inputs", k)
             j = entry["from_op"]
+            if "input_idx" in entry and "output_idx" in entry:
+                self.add(
+                    "bad-rewrite-input",
+                    f"rewrite.inputs[{k}]: give `output_idx` (an output of op {j}) or "
+                    f"`input_idx` (a tensor op {j} reads), not both",
+                    p,
+                    "input_idx names the external tensor behind the port; drop output_idx",
+                )
             if j >= shortest:
                 self.add(
                     "bad-rewrite-input",
@@ -342,6 +392,19 @@ class _Checker:
                     (*p, "from_op"),
                     f"use an op index from 0 to {shortest - 1}",
                 )
+            elif "input_idx" in entry:
+                for _, ops in alts:
+                    most = op_type_info(ops[j]["type"]).max_inputs()
+                    if most is not None and entry["input_idx"] >= most:
+                        self.add(
+                            "bad-rewrite-input",
+                            f"rewrite.inputs[{k}].input_idx: {entry['input_idx']} but "
+                            f"{ops[j]['type']} (op {j}) has at most {most} input"
+                            + ("s" if most != 1 else ""),
+                            (*p, "input_idx"),
+                            f"use an input index from 0 to {most - 1}",
+                        )
+                        break
             else:
                 for _, ops in alts:
                     self.check_output_idx(ops, j, entry.get("output_idx", 0), (*p, "output_idx"))
@@ -362,10 +425,15 @@ class _Checker:
         d = self.doc.data
         m = self.marks
         match = d["match"]
+        branch_of = {
+            ("match", "branches", b, "ops"): br for b, br in enumerate(match.get("branches") or [])
+        }
         alternatives = tuple(
             MatchAlternative(
                 ops=tuple(self.build_op((*base, i), i, op) for i, op in enumerate(ops)),
                 location=m.value(base),
+                target_op=branch_of.get(base, {}).get("target_op"),
+                kernel_name=branch_of.get(base, {}).get("kernel_name"),
             )
             for base, ops in self.alternatives(match)
         )
@@ -384,6 +452,7 @@ class _Checker:
                     from_op=e["from_op"],
                     output_idx=e.get("output_idx", 0),
                     input_port=e.get("input_port", k),
+                    input_idx=e.get("input_idx"),
                     description=e.get("description"),
                     location=m.value(("rewrite", "inputs", k)),
                 )
@@ -458,6 +527,9 @@ class _Checker:
                             from_op=s.get("from_op"),
                             output_idx=s.get("output_idx", 0),
                             source_type=s.get("source_type"),
+                            same_as=(s["same_as"]["op"], s["same_as"]["input"])
+                            if "same_as" in s
+                            else None,
                             location=m.key((*path, "input_sources", name)),
                         )
                         for name, s in sources.items()
@@ -468,6 +540,7 @@ class _Checker:
             output_names=tuple(op.get("output_names") or ()),
             repeat_min=rmin,
             repeat_max=rep.get("max", max(rmin, 1)) if rep else 1,
+            fan_out=bool(rep.get("fan_out", False)),
             location=m.value(path),
         )
 

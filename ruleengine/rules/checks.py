@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import difflib
 import math
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from ruleengine.diagnostics import codes
@@ -30,6 +30,14 @@ def values_equal(a: Any, b: Any) -> bool:
             return math.isnan(a) and math.isnan(b)
         return math.isclose(a, b, rel_tol=1e-6, abs_tol=0.0) or a == b
     return a == b
+
+
+def options(value: Any) -> list[Any]:
+    """The values a param accepts: ``{one_of: [a, b]}`` -> [a, b], a plain value -> [it]."""
+    if isinstance(value, Mapping) and set(value) == {"one_of"}:
+        opts = value["one_of"]
+        return list(opts) if isinstance(opts, list | tuple) else [opts]
+    return [value]
 
 
 def _num(v: Any) -> Any:
@@ -210,7 +218,7 @@ def _type_findings(rule: Rule, op: OpPattern, info: OpTypeInfo) -> list[Diagnost
         else:
             attr = param
         kinds = [ops[t].attr_types[attr] for t in info.onnx_types if attr in ops[t].attr_types]
-        if not kinds or any(_fits_attr_type(value, k) for k in kinds):
+        if not kinds or any(_fits_attr_type(v, k) for v in options(value) for k in kinds):
             continue
         out.append(
             codes.make(
@@ -236,60 +244,26 @@ def check_never_matches(rule: Rule) -> list[Diagnostic]:
             if alias is None:
                 continue
             targets: dict[str, tuple[str, Any]] = {}
-            for param, value in op.params.items():
-                mapping = alias.params.get(param)
-                if mapping is None:
-                    onnx_key, onnx_value = param, value
-                elif mapping.kind == ParamKind.ALWAYS:
-                    if not values_equal(value, mapping.always):
+            for param, given in op.params.items():
+                opts = options(given)
+                if len(opts) > 1:
+                    # one_of: the op never matches only when no value can; one finding
+                    dead = [v for v in opts if _never_matches_value(rule, op, alias, param, v, {})]
+                    if len(dead) == len(opts):
                         out.append(
                             codes.make(
                                 "never-matches",
-                                f"{op.type}.{param} is always {_fmt(mapping.always)} on ONNX "
-                                f"nodes, so {_fmt(value)} never matches",
+                                f"{op.type}.{param}: none of {_fmt(opts)} can match",
                                 _loc(rule, op, param),
-                                hint=f"remove `{param}` or set it to {_fmt(mapping.always)}"
-                                + (
-                                    " (ONNX writes a transpose as a separate Transpose node)"
-                                    if param.startswith("transpose")
-                                    else ""
-                                ),
+                                hint="fix the one_of values (see `autofusion explain-rule`)",
                             )
                         )
                     continue
-                elif mapping.kind == ParamKind.VARIANT:
-                    if not any(values_equal(value, k) for k in mapping.variants):
-                        out.append(_not_one_of(rule, op, param, value, mapping.variants))
-                    continue
-                elif mapping.kind == ParamKind.ATTR:
-                    onnx_key = mapping.onnx_attr or param
-                    onnx_value = value
-                    if mapping.value_map:
-                        hits = [v for k, v in mapping.value_map.items() if values_equal(value, k)]
-                        if not hits:
-                            out.append(_not_one_of(rule, op, param, value, mapping.value_map))
-                            continue
-                        onnx_value = hits[0]
-                elif mapping.kind == ParamKind.INPUT_CONST:
-                    onnx_key, onnx_value = f"input{mapping.input_index}", value
-                else:
-                    continue
-                if onnx_key in targets:
-                    first, first_value = targets[onnx_key]
-                    if not values_equal(first_value, onnx_value):
-                        out.append(
-                            codes.make(
-                                "never-matches",
-                                f"{op.type}: `{first}` and `{param}` both set ONNX "
-                                f"{onnx_key!r} but to different values",
-                                _loc(rule, op, param),
-                                hint=f"keep only one of `{first}` and `{param}`",
-                            )
-                        )
-                else:
-                    targets[onnx_key] = (param, onnx_value)
+                out.extend(_never_matches_value(rule, op, alias, param, opts[0], targets))
             for param, implied in alias.implied_params.items():
-                if param in op.params and not values_equal(op.params[param], implied):
+                if param in op.params and not any(
+                    values_equal(v, implied) for v in options(op.params[param])
+                ):
                     out.append(
                         codes.make(
                             "never-matches",
@@ -300,6 +274,66 @@ def check_never_matches(rule: Rule) -> list[Diagnostic]:
                             f"{', '.join(alias.onnx_types)}",
                         )
                     )
+    return out
+
+
+def _never_matches_value(
+    rule: Rule, op: OpPattern, alias: Any, param: str, value: Any, targets: dict
+) -> list[Diagnostic]:
+    """Findings for one value of one param of an aliased op (``targets``: ONNX keys
+    already set by another param of the op, to catch two params setting one attribute)."""
+    out: list[Diagnostic] = []
+    mapping = alias.params.get(param)
+    if mapping is None:
+        onnx_key, onnx_value = param, value
+    elif mapping.kind == ParamKind.ALWAYS:
+        if not values_equal(value, mapping.always):
+            out.append(
+                codes.make(
+                    "never-matches",
+                    f"{op.type}.{param} is always {_fmt(mapping.always)} on ONNX "
+                    f"nodes, so {_fmt(value)} never matches",
+                    _loc(rule, op, param),
+                    hint=f"remove `{param}` or set it to {_fmt(mapping.always)}"
+                    + (
+                        " (ONNX writes a transpose as a separate Transpose node)"
+                        if param.startswith("transpose")
+                        else ""
+                    ),
+                )
+            )
+        return out
+    elif mapping.kind == ParamKind.VARIANT:
+        if not any(values_equal(value, k) for k in mapping.variants):
+            out.append(_not_one_of(rule, op, param, value, mapping.variants))
+        return out
+    elif mapping.kind == ParamKind.ATTR:
+        onnx_key = mapping.onnx_attr or param
+        onnx_value = value
+        if mapping.value_map:
+            hits = [v for k, v in mapping.value_map.items() if values_equal(value, k)]
+            if not hits:
+                out.append(_not_one_of(rule, op, param, value, mapping.value_map))
+                return out
+            onnx_value = hits[0]
+    elif mapping.kind == ParamKind.INPUT_CONST:
+        onnx_key, onnx_value = f"input{mapping.input_index}", value
+    else:
+        return out
+    if onnx_key in targets:
+        first, first_value = targets[onnx_key]
+        if not values_equal(first_value, onnx_value):
+            out.append(
+                codes.make(
+                    "never-matches",
+                    f"{op.type}: `{first}` and `{param}` both set ONNX "
+                    f"{onnx_key!r} but to different values",
+                    _loc(rule, op, param),
+                    hint=f"keep only one of `{first}` and `{param}`",
+                )
+            )
+    else:
+        targets[onnx_key] = (param, onnx_value)
     return out
 
 
@@ -407,12 +441,59 @@ def check_combinatorial(rule: Rule) -> list[Diagnostic]:
     return out
 
 
+def _input_is_internal(alt: MatchAlternative, j: int, k: int, seen: int = 0) -> bool:
+    """Whether input ``k`` of op ``j`` is fed inside the pattern: a ``from_op`` link, the
+    chain from op ``j - 1`` (a port the rule does not describe as a source kind), or
+    ``same_as`` an input that is."""
+    if not 0 <= j < len(alt.ops) or seen > len(alt.ops):
+        return False
+    op = alt.ops[j]
+    src = next((s for s in op.input_sources or () if s.port == k), None)
+    if src is not None:
+        if src.from_op is not None:
+            return True
+        if src.same_as is not None:
+            return _input_is_internal(alt, src.same_as[0], src.same_as[1], seen + 1)
+        return False  # a source kind: from outside the match
+    if not alt.chains_to_previous(j):
+        return False
+    # chained: the previous op's output arrives on some port the rule leaves undescribed
+    described = {s.port for s in op.input_sources or ()}
+    return k not in described
+
+
+def check_internal_ports(rule: Rule) -> list[Diagnostic]:
+    """A rewrite input naming an op input (``input_idx``) that is internal to the group."""
+    out = []
+    for entry in rule.rewrite.inputs:
+        if entry.input_idx is None:
+            continue
+        for b, alt in enumerate(rule.alternatives):
+            if not _input_is_internal(alt, entry.from_op, entry.input_idx):
+                continue
+            where = "match.ops" if b == 0 else f"match.branches[{b - 1}]"
+            out.append(
+                codes.make(
+                    "internal-port",
+                    f"rewrite.inputs port {entry.input_port}: input {entry.input_idx} of op "
+                    f"{entry.from_op} ({alt.ops[entry.from_op].type}) is fed inside the "
+                    f"pattern in {where}, so the port would be a tensor internal to the group",
+                    entry.location or rule.location,
+                    hint="name the input of the op that reads it from outside the match "
+                    "(e.g. from_op: 0, input_idx: 0 for the data input of the first op)",
+                )
+            )
+            break
+    return out
+
+
 RULE_CHECKS: dict[str, Callable[[Rule], list[Diagnostic]]] = {
     "unknown-param": check_unknown_params,
     "no-hbm-saving": check_no_hbm_saving,
     "never-matches": check_never_matches,
     "disconnected-pattern": check_disconnected,
     "combinatorial-pattern": check_combinatorial,
+    "internal-port": check_internal_ports,
 }
 
 
@@ -538,7 +619,7 @@ def _params_agree(a: list[dict[str, Any]], b: list[dict[str, Any]]) -> bool:
     the params are computed once per alternative, not once per pair."""
     for px, py in zip(a, b, strict=True):
         for key in set(px) & set(py):
-            if not values_equal(px[key], py[key]):
+            if not any(values_equal(a, b) for a in options(px[key]) for b in options(py[key])):
                 return False
     return True
 

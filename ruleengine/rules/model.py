@@ -59,6 +59,8 @@ class InputSource:
     from_op: int | None = None  # index into the same alternative's ops
     output_idx: int = 0  # which output of ``from_op``
     source_type: str | None = None  # one of SOURCE_TYPES
+    # the same tensor as input ``same_as[1]`` of op ``same_as[0]`` (RoPE reads x twice)
+    same_as: tuple[int, int] | None = None
     location: Location | None = None
 
 
@@ -77,15 +79,23 @@ class OpPattern:
     output_names: tuple[str, ...] = ()
     repeat_min: int = 1
     repeat_max: int = 1
+    # repeat copies are siblings that all read what copy 0 reads (one op feeding several
+    # pattern ops: a norm and its projections), not a chain
+    fan_out: bool = False
     location: Location | None = None
 
 
 @dataclass(frozen=True)
 class MatchAlternative:
-    """One way a rule can match: ``match.ops`` is alternative 0, each branch follows."""
+    """One way a rule can match: ``match.ops`` is alternative 0, each branch follows.
+
+    A branch may name its own ``target_op`` and ``kernel_name`` (honest kernel names:
+    a branch without BatchNorm does not call its kernel conv_bn_*)."""
 
     ops: tuple[OpPattern, ...]
     location: Location | None = None
+    target_op: str | None = None
+    kernel_name: str | None = None
 
     def chains_to_previous(self, index: int) -> bool:
         """Whether op ``index`` implicitly consumes an output of op ``index - 1``.
@@ -131,9 +141,14 @@ class Constraint:
 
 @dataclass(frozen=True)
 class RewriteInput:
+    """A port of the fused op: output ``output_idx`` of pattern op ``from_op``, or, with
+    ``input_idx``, the tensor op ``from_op`` reads on that input (the external tensor
+    behind a kernel port)."""
+
     from_op: int
     output_idx: int = 0
     input_port: int = 0
+    input_idx: int | None = None
     description: str | None = None
     location: Location | None = None
 
