@@ -29,6 +29,7 @@ Progress = Callable[[str], None]
 # this many compute ops: they recur across layers and exporters, so their rules carry
 # over to other exports of the same architecture.
 COMPACT_OPS = 6
+COMPACT_MIN_INSTANCES = 2
 
 
 def _instance(model: str, graph, region: Region, canon, chosen) -> Instance:
@@ -117,7 +118,7 @@ def suggest(
         (
             Cluster(key, tuple(insts))
             for key, insts in clusters.items()
-            if key in largest or len(insts) > 1
+            if key in largest or len(insts) >= COMPACT_MIN_INSTANCES
         ),
         key=lambda c: (-c.bytes_saved, -len(c.instances), repr(c.key)),
     )

@@ -43,7 +43,10 @@ def position_types(cluster: Cluster) -> tuple[tuple[str, tuple[str, ...]], ...]:
     out = []
     for k in range(len(cluster.instances[0].units)):
         labels = tuple(sorted({inst.units[k].label for inst in cluster.instances}))
-        out.append((labels[0] if len(labels) == 1 else smallest_class(labels), labels))
+        if set(labels) <= VIEW_LABELS:  # exporters pick different views for one reshape
+            out.append(("@view", labels))
+        else:
+            out.append((labels[0] if len(labels) == 1 else smallest_class(labels), labels))
     return tuple(out)
 
 
@@ -114,10 +117,12 @@ def describe(cluster: Cluster, target: str) -> str:
     differ = [
         f"op {k} {typ} ({', '.join(labels)})"
         for k, (typ, labels) in enumerate(position_types(cluster))
-        if len(labels) > 1
+        if len(labels) > 1 or typ != labels[0]
     ]
     if differ:
-        lines.append("Op classes where the instances differ: " + "; ".join(differ) + ".")
+        lines.append(
+            "Op classes where the instances differ (or any view op): " + "; ".join(differ) + "."
+        )
     absorbed = sorted(set().union(*(i.absorbed_rules for i in cluster.instances)))
     if absorbed:
         lines.append("Extends the groups of: " + ", ".join(absorbed) + ".")

@@ -195,3 +195,35 @@ def test_generated_rule_tests_pass_and_fail_on_a_broken_rule(case, tmp_path):
     assert any(o.status is Status.FAIL for o in broken.outcomes)
     res = CliRunner().invoke(app, ["test", str(out)])
     assert res.exit_code == 1
+
+
+MOVE = """<ir_version: 8, opset_import: ["" : 17]>
+g (float[64,256] x) => (float[64,256] y)
+{
+  [b] t = Exp (x)
+  [a] u = Tanh (t)
+  [c1] v = Sigmoid (u)
+  [c2] w = Neg (u)
+  [d] y = Add (v, w)
+}
+"""
+
+
+def test_local_search_moves_a_node_to_the_side_that_reads_it_more(tmp_path):
+    """Greedy kept `a` with its producer `b`; `a`'s output is read twice by the other
+    group, so moving `a` there captures two edges for the one it gives up."""
+    from ruleengine.cost import load_target
+    from ruleengine.cost.scoring import GroupMemo
+    from ruleengine.suggest.regions import _move_nodes
+
+    graph = load_graph(save(MOVE, tmp_path / "m.onnx"))
+    target = load_target("ascend910b")
+    edges = coverage.fusable_edges(graph)
+    parts = {0: frozenset({"b", "a"}), 1: frozenset({"c1", "c2", "d"})}
+    part_of = {n: i for i, p in parts.items() for n in p}
+    _move_nodes(graph, target, GroupMemo(graph, target), edges, parts, part_of, locked=set())
+    assert part_of["a"] == part_of["c1"] == part_of["c2"] == part_of["d"]
+    # (then `b` follows: one kernel holds the whole chain, as UB allows here)
+    before = coverage.measure(graph, [{"b", "a"}, {"c1", "c2", "d"}], edges).captured_bytes
+    after = coverage.measure(graph, list(parts.values()), edges).captured_bytes
+    assert after > before
