@@ -13,7 +13,7 @@ from pathlib import Path
 import typer
 
 from ruleengine.cli.app import app
-from ruleengine.cli.common import PANEL_RULES, Format, Preset, examples, guarded
+from ruleengine.cli.common import PANEL_RULES, Format, Preset, examples, guarded, parse_dims
 from ruleengine.cost.scoring import human_bytes
 from ruleengine.errors import UsageError
 from ruleengine.suggest import Suggestion
@@ -50,6 +50,7 @@ def summary_json(s: Suggestion) -> dict:
                 "ceiling": round(m.ceiling, 4),
                 "groups_after": m.groups_after,
                 "suggested_groups": m.suggested_groups,
+                "unknown_edges": m.unknown_edges,
             }
             for m in s.coverage
         ],
@@ -74,6 +75,12 @@ def render_text(s: Suggestion, outdir: Path) -> str:
             f"{m.model:40} {human_bytes(m.fusable_bytes):>9} {m.before:>7.1%} "
             f"{m.after:>7.1%} {m.reach:>7.1%} {m.ceiling:>7.1%}"
         )
+    unknown = [m for m in s.coverage if m.unknown_edges]
+    for m in unknown:
+        lines.append(
+            f"{m.model}: {m.unknown_edges} edge(s) of unknown size are not counted "
+            "(bind symbolic dims with --dim name=value)"
+        )
     lines.append(
         "before: the given rules; after: with the drafted rules added; reach: every region "
         "found fused; ceiling: edges a group within UB and convexity can hold"
@@ -89,6 +96,7 @@ def render_text(s: Suggestion, outdir: Path) -> str:
         "autofusion suggest a.onnx b.onnx --rules rules/ -o suggested/",
         "autofusion suggest model.onnx --preset cnn --max-rules 5 -o out/",
         "autofusion suggest model.onnx --min-bytes 65536 -f json -o out/",
+        "autofusion suggest model.onnx --dim batch=1 --dim seq=128 -o out/",
     ),
 )
 def suggest_command(
@@ -101,6 +109,9 @@ def suggest_command(
         None, "--preset", help="Bundled rule preset in use (default: all, when no --rules)."
     ),
     target: str = typer.Option("ascend910b", "--target", "-t", help="Target name or YAML."),
+    dim: list[str] = typer.Option(
+        [], "--dim", help="Bind a symbolic input dim: name=value (several allowed)."
+    ),
     min_bytes: int = typer.Option(
         0, "--min-bytes", min=0, help="Skip clusters saving fewer HBM bytes in total."
     ),
@@ -128,6 +139,7 @@ def suggest_command(
             rules,
             preset=preset.value if preset else None,
             target=target,
+            dims=parse_dims(dim),
             min_bytes=min_bytes,
             max_rules=max_rules,
         )

@@ -9,7 +9,7 @@ running the real pipeline again with the drafted rules added.
 from __future__ import annotations
 
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from ruleengine.suggest.model import (
@@ -60,6 +60,7 @@ def suggest(
     *,
     preset: str | None = None,
     target: str = "ascend910b",
+    dims: Mapping[str, int] | None = None,
     min_bytes: int = 0,
     max_rules: int | None = None,
     progress: Progress | None = None,
@@ -82,7 +83,7 @@ def suggest(
     graphs = {}
     for path, name in zip(models, names, strict=True):
         note(f"analysing {name}")
-        analysis = analyze(path, rules, preset=preset, target=target)
+        analysis = analyze(path, rules, preset=preset, target=target, dims=dims)
         priorities.update({r.name: r.priority for r in analysis.rule_set.rules})
         graph = analysis.graph
         graphs[name] = graph
@@ -142,7 +143,7 @@ def suggest(
     note("generating and running the rule tests")
     drafts, failed = _with_tests(drafts, graphs)
     dropped += failed
-    report = _measure_after(baseline, drafts, rules, preset, target, note)
+    report = _measure_after(baseline, drafts, rules, preset, target, dims, note)
     return Suggestion(tuple(drafts), tuple(dropped), report, target)
 
 
@@ -208,7 +209,9 @@ def _display_names(models: Sequence[str | Path]) -> list[str]:
     return [f"{p.parent.name}/{p.name}" if names.count(p.name) > 1 else p.name for p in paths]
 
 
-def _measure_after(baseline, drafts, rules, preset, target, note) -> tuple[ModelCoverage, ...]:
+def _measure_after(  # noqa: ANN001
+    baseline, drafts, rules, preset, target, dims, note
+) -> tuple[ModelCoverage, ...]:
     """Run the pipeline again with the drafted rules beside the given ones."""
     from ruleengine import coverage
     from ruleengine.pipeline import analyze
@@ -221,7 +224,7 @@ def _measure_after(baseline, drafts, rules, preset, target, note) -> tuple[Model
         extra = [tmp] if drafts else []
         for path, name, before, reach, ceiling in baseline:
             note(f"measuring {name} with the suggested rules")
-            analysis = analyze(path, [*rules, *extra], preset=preset, target=target)
+            analysis = analyze(path, [*rules, *extra], preset=preset, target=target, dims=dims)
             chosen = analysis.resolution.chosen
             after = coverage.measure(analysis.graph, [sc.candidate.nodes for sc in chosen])
             out.append(
@@ -234,6 +237,7 @@ def _measure_after(baseline, drafts, rules, preset, target, note) -> tuple[Model
                     ceiling,
                     len(chosen),
                     sum(1 for sc in chosen if sc.candidate.rule in suggested),
+                    before.unknown_edges,
                 )
             )
     return tuple(out)

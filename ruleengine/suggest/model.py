@@ -66,6 +66,7 @@ class ModelCoverage:
     ceiling: float  # edges whose smallest convex group fits UB (an upper bound)
     groups_after: int
     suggested_groups: int  # chosen groups of suggested rules
+    unknown_edges: int = 0  # edges not counted: their tensor's size is unknown
 
 
 @dataclass(frozen=True)

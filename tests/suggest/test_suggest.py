@@ -227,3 +227,27 @@ def test_local_search_moves_a_node_to_the_side_that_reads_it_more(tmp_path):
     before = coverage.measure(graph, [{"b", "a"}, {"c1", "c2", "d"}], edges).captured_bytes
     after = coverage.measure(graph, list(parts.values()), edges).captured_bytes
     assert after > before
+
+
+def test_symbolic_dims_are_reported_and_bound_with_dim(tmp_path):
+    import onnx
+    from onnx import TensorProto, helper
+
+    nodes = [
+        helper.make_node("Exp", ["x"], ["e"], name="e"),
+        helper.make_node("Relu", ["e"], ["y"], name="r"),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 4])],
+    )
+    path = tmp_path / "sym.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+    base = ["suggest", str(path), "--preset", "cnn", "-o", str(tmp_path / "o"), "-f", "json"]
+    unbound = json.loads(CliRunner().invoke(app, base).stdout)["coverage"][0]
+    assert unbound["unknown_edges"] == 1 and unbound["fusable_bytes"] == 0
+    bound = json.loads(CliRunner().invoke(app, [*base, "--dim", "N=8"]).stdout)["coverage"][0]
+    assert bound["unknown_edges"] == 0 and bound["fusable_bytes"] == 8 * 4 * 4
+    assert bound["before"] == 0.0 and bound["after"] == 1.0
