@@ -144,6 +144,11 @@ def test_real_export_coverage_rises_and_rules_lint_clean(tmp_path):
     """On a real export the drafted rules raise coverage and lint clean with the library."""
     model = SHARED / "families" / "bloom-tiny.ts.onnx"
     s = suggest([model])
+    again = suggest([model])  # deterministic: same drafts, same tests, same figures
+    assert [(d.name, d.text, d.tests) for d in s.rules] == [
+        (d.name, d.text, d.tests) for d in again.rules
+    ]
+    assert s.coverage == again.coverage
     (m,) = s.coverage
     assert m.after > m.before + 0.3
     assert m.after == pytest.approx(m.reach, abs=0.02)
