@@ -5,7 +5,8 @@ In the layout ``autofusion test`` runs (docs/rule-tests.md): ``<rule>.tests/*.on
 - positive: the first region of the cluster as a graph of its own; its external data
   inputs become graph inputs, constants of up to 64 values stay Constant nodes (so the
   constants a composite is recognised by survive), other constants become ``W_*``
-  inputs (random weights); tensors that leave the region are graph outputs.
+  inputs (random weights; plain graph inputs when over 65,536 elements, which the
+  matcher does not tell apart); tensors that leave the region are graph outputs.
   Expectation: ``# match:`` the region's nodes.
 - negative, a near structure: the same graph with one internal link cut (the last
   pattern op reads a fresh graph input instead of its producer's output).
@@ -39,6 +40,9 @@ _ONNX_DTYPES = {
         (onnx.TensorProto.BOOL, "bool"),
     )
 }
+
+
+MAX_TEST_WEIGHT_ELEMS = 1 << 16
 
 
 def _dtype(name: str | None) -> int:
@@ -91,7 +95,10 @@ def region_model(
                 helper.make_node("Constant", [], [name], name=f"const_{name}", value=value)
             )
         else:
-            name = f"W_{len(tensor_name)}" if foldable else f"x{len(tensor_name)}"
+            # a weight stays a constant (W_*: random data at test time) unless it is big:
+            # an LLM's projection would make the test run allocate it, for no matching use
+            small = (tensor.numel or 0) <= MAX_TEST_WEIGHT_ELEMS
+            name = f"W_{len(tensor_name)}" if foldable and small else f"x{len(tensor_name)}"
             inputs.append(helper.make_tensor_value_info(name, _dtype(tensor.dtype), shape))
         tensor_name[t] = name
         return name
