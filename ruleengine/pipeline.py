@@ -9,13 +9,14 @@ atomically. Nothing here prints: progress goes to an optional callback.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import math
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from ruleengine.cost.model import ScoredCandidate, Target
 from ruleengine.diagnostics import codes
@@ -101,11 +102,31 @@ def select_rules(
     return replace(rule_set, rules=keep)
 
 
+_F = TypeVar("_F", bound=Callable[..., object])
+
+
+def _gc_paused(fn: _F) -> _F:
+    """Run a whole stage chain with the cyclic GC paused: loading, matching, scoring and
+    rewriting allocate millions of long-lived objects and almost no cycles, and each
+    full collection walks them all again (measured: loading a 2048-layer stack 4.5 s ->
+    3.3 s). Nested pauses are harmless (``paused_gc`` restores the state it found)."""
+
+    @functools.wraps(fn)
+    def run(*args: object, **kwargs: object) -> object:
+        from ruleengine.runtime import paused_gc
+
+        with paused_gc():
+            return fn(*args, **kwargs)
+
+    return run  # type: ignore[return-value]
+
+
 def _note(progress: Progress | None, message: str) -> None:
     if progress is not None:
         progress(message)
 
 
+@_gc_paused
 def analyze(
     model: str | Path,
     rules: Sequence[str | Path] = (),
@@ -187,6 +208,7 @@ def analyze(
     return Analysis(rule_set, graph, tgt, match, tuple(scored), resolution, tuple(timings))
 
 
+@_gc_paused
 def fuse(
     model: str | Path,
     rules: Sequence[str | Path] = (),
