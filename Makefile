@@ -36,6 +36,8 @@ bench: $(STAMP)
 	$(BIN)/python bench/run.py $(if $(QUICK),--quick)
 	$(BIN)/python bench/solve.py $(if $(QUICK),--quick)
 	$(BIN)/python bench/coverage.py
+	$(BIN)/python bench/shapes.py
+	$(BIN)/python bench/scale.py $(if $(QUICK),--quick)
 
 clean:
 	rm -rf $(VENV) out build dist *.egg-info .pytest_cache .ruff_cache

@@ -95,6 +95,9 @@ class AutoFusion:
         time_limit_s: float = 30.0,
         verify_mode: str = "auto",
         copy_weights: bool = False,
+        input_shapes: Mapping[str, Sequence[int]] | None = None,
+        jobs: int | None = None,
+        plan_detail: str = "compact",
     ) -> None:
         # One path may be given as such: tuple('rules/') would be its characters.
         self.rules = (rules,) if isinstance(rules, str | os.PathLike) else tuple(rules)
@@ -110,6 +113,9 @@ class AutoFusion:
         self.time_limit_s = time_limit_s
         self.verify_mode = verify_mode
         self.copy_weights = copy_weights
+        self.input_shapes = {k: tuple(v) for k, v in (input_shapes or {}).items()}
+        self.jobs = jobs
+        self.plan_detail = plan_detail
 
     def _options(self) -> dict[str, Any]:
         return {
@@ -117,6 +123,8 @@ class AutoFusion:
             "target": self.target,
             "solver": self.solver,
             "dims": self.dims,
+            "input_shapes": self.input_shapes,
+            "jobs": self.jobs,
             "enable": self.enable,
             "disable": self.disable,
             "benefit_threshold": self.benefit_threshold,
@@ -161,6 +169,7 @@ class AutoFusion:
                 verify_mode=self.verify_mode,
                 outdir=output_dir,
                 copy_weights=self.copy_weights,
+                plan_detail=self.plan_detail,
             )
             if output_dir is not None:
                 write_outputs(result, output_dir)

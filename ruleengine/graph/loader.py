@@ -24,6 +24,7 @@ from ruleengine.diagnostics.model import Diagnostic, Location, Severity
 from ruleengine.errors import GraphLoadError
 from ruleengine.graph.model import Graph, Node, Tensor
 from ruleengine.graph.propagate import resolve_shapes
+from ruleengine.runtime import paused_gc
 
 # Constant tensors with at most this many elements keep their values (for param checks).
 SMALL_CONST_NUMEL = 64
@@ -431,8 +432,9 @@ def load_graph(
     path = Path(path)
     where = str(path)
     dims = dict(dims or {})
-    model = read_model(path)
-    return graph_from_model(model, dims, where, input_shapes)
+    with paused_gc():  # ~10^6 long-lived objects, no cycles: full collections only cost
+        model = read_model(path)
+        return graph_from_model(model, dims, where, input_shapes)
 
 
 def graph_from_model(

@@ -43,3 +43,16 @@ def test_compact_lists_a_few_per_rule_and_verdict_and_counts_all(result) -> None
 def test_unknown_detail_is_a_usage_error() -> None:
     with pytest.raises(UsageError, match="plan detail"):
         pipeline.fuse(MODEL, plan_detail="verbose")
+
+
+def test_large_json_is_one_record_per_line_and_reads_back() -> None:
+    from ruleengine.rewrite.emit import INDENT_LIMIT_BYTES, json_bytes
+
+    groups = [{"id": i, "nodes": [f"n{i}", "ü"], "cost": None} for i in range(20000)]
+    data = {"schema_version": 1, "groups": groups, "rejected": [], "summary": {"a": 1}}
+    text = json_bytes(data)
+    assert len(text) > INDENT_LIMIT_BYTES
+    assert json.loads(text) == data
+    assert text.decode().splitlines()[4] == '    {"id":1,"nodes":["n1","ü"],"cost":null},'
+    small = {"a": [1, 2]}
+    assert json_bytes(small) == (json.dumps(small, indent=2) + "\n").encode()
