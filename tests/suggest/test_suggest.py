@@ -256,3 +256,17 @@ def test_symbolic_dims_are_reported_and_bound_with_dim(tmp_path):
     bound = json.loads(CliRunner().invoke(app, [*base, "--dim", "N=8"]).stdout)["coverage"][0]
     assert bound["unknown_edges"] == 0 and bound["fusable_bytes"] == 8 * 4 * 4
     assert bound["before"] == 0.0 and bound["after"] == 1.0
+
+
+def test_regions_cluster_across_models(case, tmp_path):
+    """One structure in two models (another activation, other node names) is one rule
+    whose description names both models."""
+    model, rule = case
+    text = layers(["Relu", "Tanh"], gelu=True).replace("mm", "proj").replace("act", "nl")
+    other = save(text, tmp_path / "other.onnx", seed=3)
+    s = suggest([model, other], [rule])
+    top = s.rules[0]
+    assert top.cluster.models == ("m.onnx", "other.onnx")
+    assert len(top.cluster.instances) == 5
+    assert "m.onnx x3, other.onnx x2" in yaml.safe_load(top.text)["description"]
+    assert [m.after for m in s.coverage] == [pytest.approx(1.0)] * 2
