@@ -32,13 +32,12 @@ def find_regions(
     target: Target,
     edges: coverage.FusableEdges | None = None,
     *,
-    absorb: bool = True,
     max_ops: int | None = None,
 ) -> tuple[Region, ...]:
     """Regions (node sets) that capture fusable edges the ``groups`` leave uncaptured.
 
-    ``absorb``: a region may swallow chosen groups (else it grows among free nodes only);
-    ``max_ops``: at most this many compute (non-view) nodes per region.
+    A region may swallow chosen groups (it then extends them); ``max_ops``: at most this
+    many compute (non-view) nodes per region (no local search then).
     """
     kinds = coverage.node_kinds(graph)
     edges = coverage.fusable_edges(graph) if edges is None else edges
@@ -51,7 +50,6 @@ def find_regions(
         parts[i] = members
         part_of.update(dict.fromkeys(members, i))
     baseline = {members: i for i, members in parts.items()}
-    locked = set(parts)
     fresh = len(parts)
 
     def part(node: str) -> int:
@@ -70,8 +68,6 @@ def find_regions(
         changed = False
         for e in order:
             ids = {part(n) for n in (e.producer, *e.via, e.consumer)}
-            if not absorb and any(i in locked for i in ids):
-                continue
             if part(e.producer) == part(e.consumer):
                 continue
             union = frozenset().union(*(parts[i] for i in ids))
@@ -89,8 +85,8 @@ def find_regions(
             changed = True
         if not changed:
             break
-    if absorb and max_ops is None:
-        _move_nodes(graph, target, memo, edges, parts, part_of, locked=set())
+    if max_ops is None:
+        _move_nodes(graph, target, memo, edges, parts, part_of)
     regions = []
     for members in parts.values():
         if len(members) < 2 or members in baseline:
@@ -126,7 +122,7 @@ def _components(graph: Graph, members: frozenset[str]) -> list[frozenset[str]]:
     return out
 
 
-def _move_nodes(graph, target, memo, edges, parts, part_of, locked, rounds: int = 3) -> None:  # noqa: ANN001
+def _move_nodes(graph, target, memo, edges, parts, part_of, rounds: int = 3) -> None:  # noqa: ANN001
     """Local search after the greedy merge: move one end of an uncaptured edge (with the
     views between) into the other end's part when that captures more fusable bytes and
     every part it touches stays a kernel the cost model accepts. The greedy order can

@@ -226,7 +226,7 @@ def test_local_search_moves_a_node_to_the_side_that_reads_it_more(tmp_path):
     edges = coverage.fusable_edges(graph)
     parts = {0: frozenset({"b", "a"}), 1: frozenset({"c1", "c2", "d"})}
     part_of = {n: i for i, p in parts.items() for n in p}
-    _move_nodes(graph, target, GroupMemo(graph, target), edges, parts, part_of, locked=set())
+    _move_nodes(graph, target, GroupMemo(graph, target), edges, parts, part_of)
     assert part_of["a"] == part_of["c1"] == part_of["c2"] == part_of["d"]
     # (then `b` follows: one kernel holds the whole chain, as UB allows here)
     before = coverage.measure(graph, [{"b", "a"}, {"c1", "c2", "d"}], edges).captured_bytes
