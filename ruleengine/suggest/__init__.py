@@ -67,6 +67,7 @@ def suggest(
 ) -> Suggestion:
     """Draft rules for what the given rules leave unfused in ``models`` and measure them."""
     from ruleengine import coverage
+    from ruleengine.match.compile import MAX_CLAUSES_PER_RULE
     from ruleengine.pipeline import DEFAULT_PRESET, analyze
     from ruleengine.suggest.canon import canonicalize, composite_instances
     from ruleengine.suggest.emit import draft, fitting_priority, rule_name
@@ -139,6 +140,12 @@ def suggest(
         absorbed = set().union(*(i.absorbed_rules for i in c.instances))
         priority = fitting_priority(absorbed, priorities)
         _, text = draft(c, name, priority, target)
+        if _clauses(text) > MAX_CLAUSES_PER_RULE:  # composites in a row multiply clauses
+            c = _primitive(c, graphs)
+            _, text = draft(c, name, priority, target)
+            if _clauses(text) > MAX_CLAUSES_PER_RULE:
+                dropped.append((name, "its pattern exceeds the matcher's clause budget"))
+                continue
         drafts.append(DraftRule(name, text, c, priority))
     note("generating and running the rule tests")
     drafts, failed = _with_tests(drafts, graphs)
@@ -188,6 +195,32 @@ def _with_tests(drafts: list[DraftRule], graphs) -> tuple[list[DraftRule], list[
 
 def _label(c: Cluster) -> str:
     return " ".join(u.label for u in c.instances[0].units)
+
+
+def _clauses(text: str) -> int:
+    """How many Datalog clauses the matcher would make of a drafted rule."""
+    from ruleengine.match.compile import clause_count
+    from ruleengine.ops.aliases import alias_table
+    from ruleengine.rules.lint import lint_file
+
+    rules = lint_file(Path("<draft>"), "<draft>", text).rules
+    return max((clause_count(r, alias_table()) for r in rules), default=0)
+
+
+def _primitive(c: Cluster, graphs) -> Cluster:  # noqa: ANN001
+    """The cluster with every composite spelled out as its ONNX ops (one clause per
+    pattern instead of one per combination of forms); instances whose spelled-out
+    structure differs from the first one's are left out."""
+    from dataclasses import replace
+
+    from ruleengine.suggest.canon import canonicalize
+
+    by_key: dict[tuple, list[Instance]] = {}
+    for inst in c.instances:
+        canon = canonicalize(graphs[inst.model], inst.region.nodes, ())
+        by_key.setdefault(canon.key, []).append(replace(inst, units=canon.units))
+    first = canonicalize(graphs[c.instances[0].model], c.instances[0].region.nodes, ()).key
+    return Cluster(first, tuple(by_key[first]))
 
 
 def _run(d: DraftRule, tests, run_tests) -> dict:

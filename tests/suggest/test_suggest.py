@@ -270,3 +270,37 @@ def test_regions_cluster_across_models(case, tmp_path):
     assert len(top.cluster.instances) == 5
     assert "m.onnx x3, other.onnx x2" in yaml.safe_load(top.text)["description"]
     assert [m.after for m in s.coverage] == [pytest.approx(1.0)] * 2
+
+
+def _gelu_chain(n: int) -> str:
+    lines, x = [], "x"
+    for i in range(n):
+        lines += [
+            f"[div{i}] d{i} = Div ({x}, sqrt2)",
+            f"[erf{i}] e{i} = Erf (d{i})",
+            f"[one{i}] o{i} = Add (e{i}, one)",
+            f"[half{i}] h{i} = Mul (o{i}, half)",
+            f"[gelu{i}] g{i} = Mul ({x}, h{i})",
+        ]
+        x = f"g{i}"
+    return (
+        '<ir_version: 8, opset_import: ["" : 17]>\n'
+        f"g (float[64,256] x) => (float[64,256] {x})\n{{\n"
+        "  sqrt2 = Constant <value = float {1.4142135}> ()\n"
+        "  one = Constant <value = float {1.0}> ()\n"
+        "  half = Constant <value = float {0.5}> ()\n"
+        + "\n".join(f"  {line}" for line in lines)
+        + "\n}\n"
+    )
+
+
+def test_composites_that_would_exceed_the_clause_budget_are_spelled_out(tmp_path):
+    """Four GELUs in a row as the Gelu alias would be 10^4 clauses (each op: ONNX Gelu or
+    one of nine forms), over the matcher's budget: the draft spells them out instead."""
+    rule = tmp_path / "nothing.yaml"
+    rule.write_text(NOTHING_RULE)
+    s = suggest([save(_gelu_chain(4), tmp_path / "g.onnx")], [rule])
+    assert s.rules and not s.dropped
+    types = {op["type"] for op in _ops(s.rules[0].text)}
+    assert "Gelu" not in types and {"Erf", "Div", "Mul", "Add"} <= types
+    assert s.coverage[0].after == pytest.approx(1.0)
