@@ -8,7 +8,9 @@ The model (also in docs/cost-model.md):
   run of its last dimension (a broadcast operand such as a bias row is read whole).
 * Every live tensor tile needs a UB buffer of ``align32(tile * dtype size)``, times the
   target's ``buffer_factor`` (double buffering): the outputs of every compute node and
-  the external inputs the vector unit reads. Views alias their input (no buffer).
+  the external inputs the vector unit reads. A table read only by gather-like ops
+  (``@gather``: an embedding Gather) moves the gathered rows only, the size of the
+  gather's output tile, never the whole table. Views alias their input (no buffer).
   Scalars are instruction operands (no buffer). Inputs on a cube op's matrix ports go
   HBM -> L1 -> L0A/L0B and never through UB.
 * A cube op (MatMul, Gemm, Conv) hands its output tile from L0C to the vector unit in
@@ -38,6 +40,7 @@ from ruleengine.cost.opinfo import (
 )
 from ruleengine.cost.traffic import GroupIO
 from ruleengine.graph.model import Graph, Node
+from ruleengine.ops.classes import op_classes
 
 
 @dataclass(frozen=True)
@@ -54,6 +57,11 @@ class UBNeed:
     @property
     def fits(self) -> bool:
         return self.legal and self.bytes <= self.limit
+
+
+def gather_ops() -> frozenset[str]:
+    """Ops that read rows of their data input (``@gather`` in ops/classes.yaml)."""
+    return op_classes().get("@gather", frozenset())
 
 
 def _align(n: int, to: int) -> int:
@@ -197,21 +205,28 @@ def ub_need(graph: Graph, io: GroupIO, target: Target) -> UBNeed:
                 nbuf = _align(share(t, chosen) * item(t), align) * target.buffer_factor
             buffers.append((t, nbuf))
     # External inputs, each with the compute nodes reading it (directly or through views).
-    readers: dict[str, list[tuple[str, int]]] = {}
+    readers: dict[str, list[tuple[Node, int]]] = {}
     root = io.root
     for node in compute:
         port = 0
         for x in node.inputs:
             if x:
-                readers.setdefault(root.get(x, x), []).append((node.op_type, port))
+                readers.setdefault(root.get(x, x), []).append((node, port))
             port += 1
+    gather = gather_ops()
     for t in io.inputs:
         shape = shape_of(t)
         if shape is None or t in seen or math.prod(shape) <= 1 or t not in readers:
             continue
-        if all(port in CUBE_MATRIX_PORTS.get(op, ()) for op, port in readers[t]):
+        if all(port in CUBE_MATRIX_PORTS.get(n.op_type, ()) for n, port in readers[t]):
             continue  # matrix operands of a cube op go through L1/L0A/L0B, not UB
         seen.add(t)
-        buffers.append((t, _align(share(t, chosen) * item(t), align) * target.buffer_factor))
+        if all(port == 0 and n.op_type in gather for n, port in readers[t]):
+            # a table read by a gather (an embedding): only the gathered rows move, as
+            # many elements per tile as the gather's output tile
+            elems = max(share(n.outputs[0], chosen) for n, _ in readers[t])
+        else:
+            elems = share(t, chosen)
+        buffers.append((t, _align(elems * item(t), align) * target.buffer_factor))
     total = sum(b for _, b in buffers)
     return UBNeed(total, limit, chosen, _block(a_shape, chosen), anchor, tuple(buffers), legal, why)

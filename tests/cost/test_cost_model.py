@@ -177,3 +177,31 @@ def test_chain_abc_beats_bcd_and_resolution_picks_it() -> None:
         ((lost, why),) = res.lost
         assert lost.candidate.rule == "BCD" and lost.verdict is Verdict.LOST_CONFLICT
         assert why == "lost a conflict to ABC group (nodes Relu_0, Cast_1, Relu_2)"
+
+
+def test_embedding_gather_reads_rows_not_the_table() -> None:
+    # A 50,000 x 768 float32 table (150 MB) gathered for 16 tokens, then a LayerNorm: the
+    # kernel moves the 16 gathered rows, never the table, so the group fits the UB.
+    g = graph_from_text(
+        """
+        agraph (int64[1,16] ids, float[50000,768] table, float[768] w, float[768] b)
+            => (float[1,16,768] y) {
+          e = Gather <axis = 0> (table, ids)
+          y = LayerNormalization <axis = -1> (e, w, b)
+        }"""
+    )
+    sc = score_one(g, candidate(g, "embedding_norm", ["Gather_0", "LayerNormalization_1"]))
+    assert sc.verdict is Verdict.FUSE, sc.reason
+    # one gathered row of 768 floats per tile for the table, like e, y, w and b (5 x 6 KB,
+    # double-buffered), plus the 16 int64 ids
+    assert sc.cost.ub_bytes == 5 * 768 * 4 * 2 + 16 * 8 * 2
+    # the same table read elementwise (not gathered) is streamed like any input
+    h = graph_from_text(
+        """
+        agraph (float[64,768] table, float[64,768] x) => (float[64,768] y) {
+          s = Add (table, x)
+          y = Relu (s)
+        }"""
+    )
+    sc2 = score_one(h, candidate(h, "add_relu", ["Add_0", "Relu_1"]))
+    assert sc2.verdict is Verdict.FUSE
