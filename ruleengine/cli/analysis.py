@@ -110,9 +110,37 @@ def _resolution_json(r: Resolution) -> dict:
     }
 
 
+def _near_set(analysis) -> frozenset:
+    return frozenset(nm.candidate for nm in getattr(analysis.match, "near_misses", ()))
+
+
+def _lost_to_json(lost) -> dict | None:
+    if lost is None:
+        return None
+    return {
+        "group": lost.group,
+        "rule": lost.rule,
+        "shared_nodes": lost.shared_nodes,
+        "winner_net_bytes": lost.winner_net,
+        "net_bytes": lost.loser_net,
+        "margin_bytes": lost.margin,
+        "inside_group": lost.inside,
+    }
+
+
 def explain_json(analysis, model: str) -> dict:
-    """The JSON document of ``autofusion explain`` (schema_version 1)."""
+    """The JSON document of ``autofusion explain`` (schema_version 1). Candidates in natural
+    order (rule, then node names with numbers compared as numbers); a candidate that lost a
+    conflict names the group it lost to and the bytes compared (``lost_to``)."""
+    from ruleengine.cli.explain_view import build_story, natural_key, nodes_key
+
     rows = final_verdicts(analysis.scored, analysis.resolution)
+    near = _near_set(analysis)
+    story = build_story(rows, near)
+    rows = sorted(
+        rows,
+        key=lambda r: (natural_key(r[0].candidate.rule), nodes_key(r[0].candidate.nodes)),
+    )
     return {
         "schema_version": 1,
         "model": model,
@@ -130,6 +158,8 @@ def explain_json(analysis, model: str) -> dict:
                 "code": sc.code,
                 "reason": sc.reason,
                 "group": group,
+                "near_miss": sc.candidate in near,
+                "lost_to": _lost_to_json(story.lost_to.get(id(sc))),
                 "cost": _cost_json(sc),
             }
             for sc, group in rows
@@ -139,38 +169,14 @@ def explain_json(analysis, model: str) -> dict:
 
 
 def _summary(rows: list[tuple[ScoredCandidate, int | None]], r: Resolution) -> dict:
+    from ruleengine.cli.explain_view import totals
+
     return {
         "candidates": len(rows),
         "groups": len(r.chosen),
-        "bytes_saved": r.objective,
+        **totals(r.chosen),
         "verdicts": dict(sorted(Counter(sc.verdict.value for sc, _ in rows).items())),
     }
-
-
-def _span(nodes: tuple[str, ...]) -> str:
-    if len(nodes) == 1:
-        return nodes[0]
-    return f"{nodes[0]} .. {nodes[-1]}, {len(nodes)} nodes"
-
-
-def explain_line(sc: ScoredCandidate, group: int | None, target: Target) -> list[str]:
-    """Two or three lines for one candidate, in the style of the CANN benefit analysis."""
-    head = f"{sc.candidate.rule}  [{_span(sc.candidate.nodes)}]"
-    verdict = VERDICT_TEXT[sc.verdict]
-    tail = f"group {group}" if group is not None else sc.reason
-    c = sc.cost
-    if c is None:
-        return [head, f"    verdict {verdict}: {tail}"]
-    fits = "fits" if c.ub_bytes <= c.ub_limit else "exceeds"
-    return [
-        head,
-        f"    HBM access {c.accesses_before} -> {c.accesses_after}, "
-        f"bytes {human_bytes(c.bytes_before)} -> {human_bytes(c.bytes_after)}, "
-        f"saved {human_bytes(c.bytes_saved)}, overhead {human_bytes(c.overhead_bytes)}, "
-        f"net {human_bytes(c.net_bytes)}; launches saved {c.launches_saved}, "
-        f"est. {_us(c.time_saved_s)} saved",
-        f"    UB {kb(c.ub_bytes)} ({fits} {kb(target.ub_bytes)}), verdict {verdict}: {tail}",
-    ]
 
 
 def _us(seconds: float) -> str:
@@ -183,38 +189,61 @@ def _plural(n: int, word: str) -> str:
     return f"{n} {word}" + ("" if n == 1 else "s")
 
 
-def explain_text(analysis, model: str) -> str:
+def explain_text(analysis, model: str, *, show_all: bool = False) -> str:
+    """The benefit analysis for a person: totals, groups per rule, each chosen group with
+    what lost to it, then what was not fused and the near misses (see explain_view)."""
+    from ruleengine.cli.explain_view import render_text, totals
+
     t, r = analysis.target, analysis.resolution
     rows = final_verdicts(analysis.scored, r)
     time_saved = sum(sc.cost.time_saved_s for sc in r.chosen if sc.cost)
-    lines = [
+    tot = totals(r.chosen)
+    header = [
         f"Benefit analysis of {model} on {t.name} "
         f"(UB {kb(t.ub_bytes)}, {kb(t.ub_usable_bytes)} usable; "
         f"HBM {t.hbm_bandwidth / 1e12:.2f} TB/s)",
         f"solver {r.solver}: {r.status}, {_plural(len(r.chosen), 'group')}, "
-        f"net {human_bytes(r.objective)} saved (est. {_us(time_saved)}), {r.seconds:.3f} s",
-        "",
+        f"net {human_bytes(tot['net_bytes_saved'])} saved "
+        f"(gross {human_bytes(tot['gross_bytes_saved'])} - overhead "
+        f"{human_bytes(tot['overhead_bytes'])}; est. {_us(time_saved)}), {r.seconds:.3f} s",
     ]
-    for sc, group in rows:
-        lines += explain_line(sc, group, t)
-    summary = _summary(rows, r)
-    counts = ", ".join(f"{VERDICT_TEXT[Verdict(v)]} {n}" for v, n in summary["verdicts"].items())
-    lines += ["", f"{_plural(summary['candidates'], 'candidate')}: {counts or 'none'}"]
-    return "\n".join(lines) + "\n"
+    return render_text(
+        header,
+        rows,
+        t.ub_bytes,
+        VERDICT_TEXT,
+        show_all=show_all,
+        near_misses=_near_set(analysis),
+    )
 
 
-def compare_json(exact: Resolution, greedy: Resolution) -> dict:
-    """``{"schema_version": 1, "exact": {...}, "greedy": {...}}``, nothing else."""
+def compare_json(
+    exact: Resolution, greedy: Resolution, model: str | None = None, target: str | None = None
+) -> dict:
+    """Both solvers' groups and bytes (net and gross named as such) and the gap."""
+    from ruleengine.cli.explain_view import totals
 
     def side(r: Resolution) -> dict:
         return {
             "groups": len(r.chosen),
-            "bytes_saved": r.objective,
+            **totals(r.chosen),
             "status": r.status,
+            "bound": r.bound,
             "seconds": round(r.seconds, 6),
         }
 
-    return {"schema_version": 1, "exact": side(exact), "greedy": side(greedy)}
+    diff = exact.objective - greedy.objective
+    return {
+        "schema_version": 1,
+        "model": model,
+        "target": target,
+        "exact": side(exact),
+        "greedy": side(greedy),
+        "gap": {
+            "net_bytes": diff,
+            "relative": round(diff / greedy.objective, 6) if greedy.objective else 0.0,
+        },
+    }
 
 
 def gap_line(exact: Resolution, greedy: Resolution) -> str:
@@ -223,14 +252,22 @@ def gap_line(exact: Resolution, greedy: Resolution) -> str:
     status = exact.status
     if exact.status != "OPTIMAL" and exact.bound is not None:
         status += f", bound {human_bytes(exact.bound)}, gap {exact.gap:.2%}"
-    return f"gap: exact saves {human_bytes(diff)} more than greedy ({rel:+.2%}; exact {status})"
+    return f"gap: exact saves {human_bytes(diff)} net more than greedy ({rel:+.2%}; exact {status})"
 
 
 def compare_text(exact: Resolution, greedy: Resolution, model: str, target: str) -> str:
+    from ruleengine.cli.explain_view import totals
+
+    te, tg = totals(exact.chosen), totals(greedy.chosen)
     rows = [
         ("", "exact", "greedy"),
         ("groups", str(len(exact.chosen)), str(len(greedy.chosen))),
-        ("bytes saved", human_bytes(exact.objective), human_bytes(greedy.objective)),
+        ("net saved", human_bytes(te["net_bytes_saved"]), human_bytes(tg["net_bytes_saved"])),
+        (
+            "gross saved",
+            human_bytes(te["gross_bytes_saved"]),
+            human_bytes(tg["gross_bytes_saved"]),
+        ),
         ("status", exact.status, greedy.status),
         ("seconds", f"{exact.seconds:.3f}", f"{greedy.seconds:.3f}"),
     ]
@@ -310,6 +347,11 @@ def explain_command(
         [], "--verdict", help="Show only these verdicts (several), e.g. fuse, ub_overflow."
     ),
     fmt: Format = _FORMAT,
+    show_all: bool = typer.Option(
+        False,
+        "--all",
+        help="Every candidate in full (the default text stays within about 300 lines).",
+    ),
 ) -> None:
     """Why each candidate was fused or skipped: HBM bytes, overhead, UB need, verdict."""
 
@@ -353,7 +395,7 @@ def explain_command(
         if fmt is Format.json:
             typer.echo(json.dumps(explain_json(analysis, str(model)), indent=2))
         else:
-            typer.echo(explain_text(analysis, str(model)), nl=False)
+            typer.echo(explain_text(analysis, str(model), show_all=show_all), nl=False)
 
     guarded(run)
 
@@ -395,7 +437,8 @@ def compare_command(
         )
         greedy = resolve(analysis.graph, analysis.scored, solver="greedy")
         if fmt is Format.json:
-            typer.echo(json.dumps(compare_json(analysis.resolution, greedy), indent=2))
+            doc = compare_json(analysis.resolution, greedy, str(model), analysis.target.name)
+            typer.echo(json.dumps(doc, indent=2))
         else:
             typer.echo(
                 compare_text(analysis.resolution, greedy, str(model), analysis.target.name),

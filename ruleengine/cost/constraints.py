@@ -49,7 +49,9 @@ def _shape(ctx: Context, t: str) -> tuple | None:
 
 
 def _fmt_bytes(n: int) -> str:
-    return f"{n} B" if n < 1024 else f"{n / 1024:.1f} KB" if n < 1 << 20 else f"{n / 2**20:.1f} MB"
+    return (
+        f"{n} B" if n < 1024 else f"{n / 1024:.1f} KiB" if n < 1 << 20 else f"{n / 2**20:.1f} MiB"
+    )
 
 
 def check_dtype_match(ctx: Context, c: Constraint) -> Failure | None:

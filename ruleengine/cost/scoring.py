@@ -45,15 +45,16 @@ _NEAR_MISS_VERDICTS = {
 
 
 def kb(n: int | float) -> str:
-    """Bytes as KB with at most one decimal, the way the report prints UB sizes."""
+    """Bytes as KiB with at most one decimal, the way every output prints UB sizes."""
     v = n / 1024
-    return f"{v:.0f} KB" if abs(v - round(v)) < 0.05 else f"{v:.1f} KB"
+    return f"{v:.0f} KiB" if abs(v - round(v)) < 0.05 else f"{v:.1f} KiB"
 
 
 def human_bytes(n: int | float) -> str:
     sign = "-" if n < 0 else ""
     n = abs(n)
-    for unit, scale in (("GB", 1 << 30), ("MB", 1 << 20), ("KB", 1 << 10)):
+    # binary units named as such (KiB, not KB), like every other output of the tool
+    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
         if n >= scale:
             return f"{sign}{n / scale:.1f} {unit}"
     return f"{sign}{int(n)} B"

@@ -152,4 +152,19 @@ class Plan:
 
     @property
     def bytes_saved(self) -> int:
+        """Gross: the HBM traffic the groups remove (before the fusion overhead)."""
         return self.hbm_bytes_before - self.hbm_bytes_after
+
+    @property
+    def gross_bytes_saved(self) -> int:
+        return self.bytes_saved
+
+    @property
+    def overhead_bytes(self) -> int:
+        """The fusion overhead charged to the groups (cost model: share of compute time)."""
+        return sum(g.scored.cost.overhead_bytes for g in self.groups if g.scored.cost)
+
+    @property
+    def net_bytes_saved(self) -> int:
+        """Gross minus overhead: what the solver maximises (explain and compare say net)."""
+        return self.gross_bytes_saved - self.overhead_bytes

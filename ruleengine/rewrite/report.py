@@ -61,7 +61,9 @@ def report_json(plan: Plan, files: Sequence[str] = (), *, timings: bool = True) 
             "groups_per_rule": groups_per_rule(plan),
             "hbm_bytes_before": plan.hbm_bytes_before,
             "hbm_bytes_after": plan.hbm_bytes_after,
-            "bytes_saved": plan.bytes_saved,
+            "gross_bytes_saved": plan.gross_bytes_saved,
+            "overhead_bytes": plan.overhead_bytes,
+            "net_bytes_saved": plan.net_bytes_saved,
             "saved_percent": round(_percent(plan), 2),
             "launches_saved": plan.launches_saved,
             "time_saved_s": plan.time_saved_s,
@@ -85,6 +87,7 @@ def report_json(plan: Plan, files: Sequence[str] = (), *, timings: bool = True) 
                 "hbm_accesses_before": g.scored.cost.accesses_before if g.scored.cost else None,
                 "hbm_accesses_after": g.scored.cost.accesses_after if g.scored.cost else None,
                 "bytes_saved": g.scored.cost.bytes_saved if g.scored.cost else 0,
+                "net_bytes": g.scored.cost.net_bytes if g.scored.cost else 0,
                 "ub_bytes": g.scored.cost.ub_bytes if g.scored.cost else 0,
                 "ub_limit": g.scored.cost.ub_limit if g.scored.cost else None,
                 "verdict": g.scored.verdict.value,
@@ -150,14 +153,25 @@ def report_text(
                     str(len(g.nodes)),
                     hbm,
                     fmt_bytes(c.bytes_saved if c else 0),
+                    fmt_bytes(c.net_bytes if c else 0),
                     ub,
                     "Fuse",
                 ]
             )
         lines += _table(
-            ["id", "rule", "kernel", "nodes", "HBM access", "saved", "UB", "verdict"],
+            [
+                "id",
+                "rule",
+                "kernel",
+                "nodes",
+                "HBM access",
+                "gross saved",
+                "net saved",
+                "UB",
+                "verdict",
+            ],
             rows,
-            {0, 3, 5},
+            {0, 3, 5, 6},
         )
     else:
         lines.append("Fused groups: none")
@@ -212,8 +226,10 @@ def report_text(
         f"  nodes:                {plan.nodes_before} -> {plan.nodes_after}",
         f"  fused groups:         {len(plan.groups)} ({per_rule})",
         f"  HBM traffic:          {fmt_bytes(plan.hbm_bytes_before)} -> "
-        f"{fmt_bytes(plan.hbm_bytes_after)} (saved {fmt_bytes(plan.bytes_saved)}, "
+        f"{fmt_bytes(plan.hbm_bytes_after)} (gross saved {fmt_bytes(plan.gross_bytes_saved)}, "
         f"{_percent(plan):.1f}%)",
+        f"  net saved:            {fmt_bytes(plan.net_bytes_saved)} (gross - fusion overhead "
+        f"{fmt_bytes(plan.overhead_bytes)})",
         f"  kernel launches saved: {plan.launches_saved}",
         f"  est. time saved:      {fmt_seconds(plan.time_saved_s)} at {bw:.2f} TB/s HBM",
         f"  solver:               {solver}",

@@ -75,20 +75,23 @@ def test_explain_text_shows_bytes_ub_and_verdict(case) -> None:
     assert res.exit_code == 0, res.output
     assert res.stderr == ""
     out = res.stdout
-    assert "on ascend910b (UB 192 KB, 191.8 KB usable" in out
+    assert "on ascend910b (UB 192 KiB, 191.8 KiB usable" in out
     # MatMul reads a, b and writes m; Relu reads m and writes y: 5 accesses -> 3.
-    assert "matmul_relu  [MatMul_0 .. Relu_1, 2 nodes]" in out
-    assert "HBM access 5 -> 3, bytes 448.0 KB -> 320.0 KB, saved 128.0 KB" in out
-    assert "UB 4 KB (fits 192 KB), verdict Fuse: group 1" in out
-    assert "relu_only  [Relu_1]" in out and "verdict No benefit" in out
+    assert "#1 matmul_relu [MatMul_0 .. Relu_1, 2 nodes]" in out
+    assert "HBM access 5 -> 3, bytes 448.0 KiB -> 320.0 KiB, gross saved 128.0 KiB" in out
+    assert "UB 4 KiB (fits 192 KiB)" in out
+    assert "No benefit (1)\n    relu_only [Relu_1]" in out
 
 
 def test_explain_reports_the_ub_overflow_example(case, tmp_path) -> None:
     model, rules = case
     res = run("explain", str(model), "-r", str(rules), "--target", str(small_cube_target(tmp_path)))
     assert res.exit_code == 0, res.output
-    assert "UB 320 KB (exceeds 192 KB), verdict UB overflow: UB working set 320 KB" in res.stdout
-    assert "m 192 KB + y 128 KB" in res.stdout
+    assert (
+        "UB overflow (1)\n    matmul_relu [MatMul_0 .. Relu_1, 2 nodes]: UB working set 320 KiB"
+        in (res.stdout)
+    )
+    assert "m 192 KiB + y 128 KiB" in res.stdout and "UB 320 KiB (exceeds 192 KiB)" in res.stdout
 
 
 def test_explain_json_document(case) -> None:
@@ -112,7 +115,7 @@ def test_explain_rule_filter(case) -> None:
     model, rules = case
     res = run("explain", str(model), "-r", str(rules), "--rule", "relu_only")
     assert res.exit_code == 0, res.output
-    assert "matmul_relu  [" not in res.stdout and "relu_only  [" in res.stdout
+    assert "matmul_relu [" not in res.stdout and "relu_only [" in res.stdout
     res = run("explain", str(model), "-r", str(rules), "--rule", "nope")
     assert res.exit_code == 2
     assert "unknown rule(s): nope" in res.stderr and "Traceback" not in res.output
@@ -122,7 +125,7 @@ def test_explain_verdict_filter(case) -> None:
     model, rules = case
     res = run("explain", str(model), "-r", str(rules), "--verdict", "no_benefit")
     assert res.exit_code == 0, res.output
-    assert "relu_only  [" in res.stdout and "matmul_relu  [" not in res.stdout
+    assert "relu_only [" in res.stdout and "matmul_relu [" not in res.stdout
     res = run("explain", str(model), "-r", str(rules), "--verdict", "fused")
     assert res.exit_code == 2 and "unknown verdict(s): fused" in res.stderr
 
@@ -132,13 +135,18 @@ def test_compare_json_has_exactly_the_documented_keys(case) -> None:
     res = run("compare", str(model), "-r", str(rules), "-f", "json")
     assert res.exit_code == 0, res.output
     doc = json.loads(res.stdout)
-    assert set(doc) == {"schema_version", "exact", "greedy"} and doc["schema_version"] == 1
+    assert set(doc) == {"schema_version", "model", "target", "exact", "greedy", "gap"}
+    assert doc["schema_version"] == 1 and doc["model"] == str(model)
+    assert doc["target"] == "ascend910b"
+    keys = {"groups", "gross_bytes_saved", "overhead_bytes", "net_bytes_saved", "status", "bound"}
     for side in ("exact", "greedy"):
-        assert set(doc[side]) == {"groups", "bytes_saved", "status", "seconds"}
-        assert isinstance(doc[side]["groups"], int) and isinstance(doc[side]["bytes_saved"], int)
+        assert set(doc[side]) == keys | {"seconds"}
+        s = doc[side]
+        assert s["net_bytes_saved"] == s["gross_bytes_saved"] - s["overhead_bytes"]
         assert isinstance(doc[side]["seconds"], float)
     assert doc["exact"]["status"] == "OPTIMAL" and doc["greedy"]["status"] == "GREEDY"
-    assert doc["exact"]["bytes_saved"] == doc["greedy"]["bytes_saved"] > 0
+    assert doc["exact"]["net_bytes_saved"] == doc["greedy"]["net_bytes_saved"] > 0
+    assert doc["gap"] == {"net_bytes": 0, "relative": 0.0}
 
 
 def test_compare_text_prints_both_columns_and_the_gap(case) -> None:
@@ -148,7 +156,9 @@ def test_compare_text_prints_both_columns_and_the_gap(case) -> None:
     lines = res.stdout.splitlines()
     assert lines[1].split() == ["exact", "greedy"]
     assert lines[2].split() == ["groups", "1", "1"]
-    assert lines[-1].startswith("gap: exact saves 0 B more than greedy (+0.00%; exact OPTIMAL)")
+    assert lines[3].split()[:2] == ["net", "saved"] and lines[4].split()[:2] == ["gross", "saved"]
+    assert "KiB" in lines[3] and " KB" not in res.stdout and " MB" not in res.stdout
+    assert lines[-1].startswith("gap: exact saves 0 B net more than greedy (+0.00%; exact OPTIMAL)")
 
 
 @pytest.mark.parametrize(
@@ -179,7 +189,7 @@ def test_compare_on_a_shared_model_exact_is_optimal_and_not_below_greedy() -> No
     assert res.exit_code == 0, res.output
     doc = json.loads(res.stdout)
     assert doc["exact"]["status"] == "OPTIMAL"
-    assert doc["exact"]["bytes_saved"] >= doc["greedy"]["bytes_saved"] > 0
+    assert doc["exact"]["net_bytes_saved"] >= doc["greedy"]["net_bytes_saved"] > 0
     assert doc["exact"]["groups"] > 10
 
 
@@ -209,7 +219,7 @@ def test_targets_lists_the_bundled_targets() -> None:
     assert res.exit_code == 0, res.output
     lines = res.stdout.splitlines()
     assert lines[0].split()[:3] == ["target", "UB", "L1"]
-    assert any(line.startswith("ascend910b (default)  192 KB") for line in lines)
+    assert any(line.startswith("ascend910b (default)  192 KiB") for line in lines)
     doc = json.loads(run("targets", "-f", "json").stdout)
     names = {t["name"] for t in doc["targets"]}
     assert {"ascend910", "ascend910b", "ascend910b3", "ascend910b4", "ascend310p"} <= names

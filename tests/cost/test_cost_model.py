@@ -119,7 +119,7 @@ def test_ub_overflow_example_from_the_design() -> None:
     assert sc.cost.ub_bytes == 320 * 1024 > sc.cost.ub_limit == 196352
     assert sc.cost.tile == (128, 128)
     assert sc.verdict is Verdict.UB_OVERFLOW and sc.code == "ub-overflow"
-    assert "320 KB exceeds 191.8 KB" in sc.reason
+    assert "320 KiB exceeds 191.8 KiB" in sc.reason
     # On the stock 910B (16x16 fractal, double buffering) the same group fits easily.
     ok = score_one(g, candidate(g, "matmul_relu", ["MatMul_0", "Relu_1"]))
     assert ok.verdict is Verdict.FUSE

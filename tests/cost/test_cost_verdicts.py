@@ -69,7 +69,7 @@ def test_each_constraint_type_fails_with_its_code_and_reason() -> None:
         (c("channel_divisibility", channel_dim=1, divisor=48), "constraint-channel-divisibility",
          "64 channels on dim 1, not a multiple of 48"),
         (c("memory_limit", max_intermediate_size=1000), "constraint-memory-limit",
-         "intermediate c is 64.0 KB > max_intermediate_size"),
+         "intermediate c is 64.0 KiB > max_intermediate_size"),
         (c("memory_limit", max_output_size=1000), "constraint-memory-limit", "output y"),
         (c("workspace_size", max_workspace=1000), "constraint-workspace-size",
          "spill_to_l2 is false"),

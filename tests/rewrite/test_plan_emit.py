@@ -71,7 +71,8 @@ def test_plan_json_follows_the_schema(plan):
     jsonschema.validate(data, schema)
     s = data["summary"]
     assert (s["nodes_before"], s["nodes_after"], s["groups"]) == (15, 12, 2)
-    assert s["hbm_bytes_before"] - s["hbm_bytes_after"] == s["bytes_saved"] == 2000
+    assert s["hbm_bytes_before"] - s["hbm_bytes_after"] == s["gross_bytes_saved"] == 2000
+    assert s["net_bytes_saved"] == s["gross_bytes_saved"] - s["overhead_bytes"]
     assert [g["rule"] for g in data["groups"]] == ["bias_add", "cbr"]
     assert data["groups"][1]["kernel"]["file_path"] == "output/kernels"
     assert {r["verdict"] for r in data["rejected"]} == {"lost_conflict", "low_benefit", "near_miss"}
