@@ -121,6 +121,13 @@ def _gc_paused(fn: _F) -> _F:
     return run  # type: ignore[return-value]
 
 
+def _out_of_range(message: str) -> UsageError:
+    """A number argument (flag or API) outside its range: a usage error with its code."""
+    return UsageError(
+        message, (codes.make("number-out-of-range", message, hint="see autofusion fuse -h"),)
+    )
+
+
 def _note(progress: Progress | None, message: str) -> None:
     if progress is not None:
         progress(message)
@@ -157,17 +164,17 @@ def analyze(
     if solver not in SOLVERS:
         raise UsageError(f"unknown solver {solver!r}; choose one of {', '.join(SOLVERS)}")
     if benefit_threshold is not None and not 0.0 <= benefit_threshold <= 1.0:  # NaN too
-        raise UsageError(
+        raise _out_of_range(
             f"benefit threshold {benefit_threshold} is not a fraction between 0 and 1 "
             "(net saved bytes / unfused bytes, e.g. 0.2)"
         )
     if jobs is not None and (isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1):
         raise UsageError(f"jobs {jobs!r}: the number of processes is a positive integer")
     if not 0.0 < time_limit_s < math.inf:  # NaN too
-        raise UsageError(f"time limit {time_limit_s} s must be a positive number of seconds")
+        raise _out_of_range(f"time limit {time_limit_s} s must be a positive number of seconds")
     for name, size in (dims or {}).items():  # the CLI's parse_dims checks --dim; the API too
         if isinstance(size, bool) or not isinstance(size, int) or not 1 <= size < 1 << 63:
-            raise UsageError(f"dims[{name!r}] = {size!r}: a dim size is a positive integer")
+            raise _out_of_range(f"dims[{name!r}] = {size!r}: a dim size is a positive integer")
     if not rules and preset is None:
         preset = DEFAULT_PRESET
     timings: list[tuple[str, float]] = []
@@ -254,6 +261,8 @@ def fuse(
     from ruleengine.rewrite.plan import build_groups, build_plan, check_output_paths
 
     path = Path(model)
+    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 1 << 63:
+        raise _out_of_range(f"seed {seed!r} must be an integer from 0 to 2^63-1")
     do_verify = safe if verify is None else verify
     if safe and verify is False:
         raise UsageError("--safe needs verification; drop --no-verify")

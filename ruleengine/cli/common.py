@@ -180,8 +180,8 @@ def warn_inputs(graph=None, rule_set=None) -> None:  # noqa: ANN001 - stage reco
     if graph.opaque_nodes:
         shown = ", ".join(graph.opaque_nodes[:5]) + (", ..." if len(graph.opaque_nodes) > 5 else "")
         typer.echo(
-            f"note: {len(graph.opaque_nodes)} opaque node(s) (control flow or unknown domain) "
-            f"are never fused: {shown}",
+            f"note: {len(graph.opaque_nodes)} opaque node(s) (control flow, unknown domain "
+            f"or a shared name) are never fused: {shown}",
             err=True,
         )
     if graph.unbound_dims:

@@ -48,6 +48,12 @@ class _DuplicateKey(yaml.YAMLError):
         self.key, self.first, self.mark = key, first, mark
 
 
+class _TooLong(yaml.YAMLError):
+    def __init__(self, digits: int, mark: yaml.Mark) -> None:
+        super().__init__(f"integer of {digits} digits")
+        self.digits, self.mark = digits, mark
+
+
 class _StrictLoader(yaml.SafeLoader):
     """SafeLoader that refuses a key given twice in one mapping (YAML keeps the last)."""
 
@@ -62,6 +68,38 @@ class _StrictLoader(yaml.SafeLoader):
             if first is not key_node.start_mark:
                 raise _DuplicateKey(key, first, key_node.start_mark)
         return super().construct_mapping(node, deep=deep)
+
+    def construct_yaml_int(self, node: yaml.ScalarNode) -> int:
+        """An integer, refused (at its line:col) when longer than any target quantity:
+        Python would otherwise build a 401-digit int that overflows every float
+        division, or refuse one over 4,300 digits with a ValueError."""
+        digits = sum(c.isdigit() for c in str(node.value))
+        if digits > MAX_INT_DIGITS:
+            raise _TooLong(digits, node.start_mark)
+        return super().construct_yaml_int(node)
+
+
+_StrictLoader.add_constructor("tag:yaml.org,2002:int", _StrictLoader.construct_yaml_int)
+
+MAX_NUMBER = 1e18  # above every byte count, core count, bandwidth or flop rate of a chip
+MAX_INT_DIGITS = 19
+
+
+def _out_of_range(data: Any, where: str = "") -> str | None:
+    """The dotted path of the first number above ``MAX_NUMBER`` in magnitude (or None)."""
+    if isinstance(data, int | float) and not isinstance(data, bool) and abs(data) > MAX_NUMBER:
+        return where or "(top level)"
+    if isinstance(data, dict):
+        for key, value in data.items():
+            found = _out_of_range(value, f"{where}.{key}" if where else str(key))
+            if found:
+                return found
+    if isinstance(data, list):
+        for i, value in enumerate(data):
+            found = _out_of_range(value, f"{where}[{i}]")
+            if found:
+                return found
+    return None
 
 
 def _non_finite(data: Any, where: str = "") -> str | None:
@@ -157,6 +195,17 @@ def _load_file(path: Path) -> Target:
         raise UsageError(
             f"cannot load target {shown}: duplicate key {exc.key!r}", (diag,)
         ) from None
+    except _TooLong as exc:
+        message = f"integer of {exc.digits} digits is out of range (at most {MAX_NUMBER:.0e})"
+        diag = Diagnostic(
+            "AF902",
+            "target-invalid",
+            Severity.ERROR,
+            message,
+            Location(shown, exc.mark.line + 1, exc.mark.column + 1),
+            "write the quantity in its unit: bytes, bytes/s, flop/s, seconds",
+        )
+        raise UsageError(f"cannot load target {shown}: {message}", (diag,)) from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         loc = Location(shown, mark.line + 1, mark.column + 1) if mark else Location(shown)
@@ -186,6 +235,15 @@ def _load_file(path: Path) -> Target:
             "AF902",
             "target-invalid",
             "write a positive number, e.g. 1.6e+12",
+        )
+    big = _out_of_range(data)
+    if big:
+        raise _error(
+            shown,
+            f"{big} is out of range (at most {MAX_NUMBER:.0e} in magnitude)",
+            "AF902",
+            "target-invalid",
+            "write the quantity in its unit: bytes, bytes/s, flop/s, seconds",
         )
     if data["ub_reserve_bytes"] >= data["ub_bytes"]:
         raise _error(shown, "ub_reserve_bytes must be below ub_bytes", "AF902", "target-invalid")

@@ -503,9 +503,11 @@ _CODES: tuple[CodeInfo, ...] = (
         "AF505",
         "duplicate-node-name",
         _W,
-        "Two nodes share a name; the later one is renamed (name__2) in reports and plans.",
-        "Node names identify groups in the plan, so they must be unique; the input model "
-        "itself is not changed.",
+        "Two nodes share a name; none of them is fused.",
+        "Node names identify groups in the plan and the fused model, so a node whose name "
+        "is not unique is never fused (reports call the later ones name__2, ... to tell "
+        "them apart; plan.json never lists such a made-up name). The input model itself "
+        "is not changed.",
         "",
         "two nodes both called 'n'",
         command="match",
@@ -690,6 +692,19 @@ _CODES: tuple[CodeInfo, ...] = (
         "digits, at least 1 and at most 2^63-1 (ONNX dims are int64). Exit code 2.",
         "",
         "autofusion fuse model.onnx --dim batch=-1",
+        command="fuse",
+    ),
+    CodeInfo(
+        "AF548",
+        "number-out-of-range",
+        _E,
+        "A number given on the command line or to the Python API is outside its range.",
+        "--seed is an integer from 0 to 2^63-1, --time-limit a positive number of seconds, "
+        "--benefit-threshold a fraction from 0 to 1, a dim size a positive int64; NaN and "
+        "infinities are refused. Numbers in rule and target files are checked by their "
+        "schemas (AF1xx, AF902). Exit code 2.",
+        "",
+        "autofusion fuse model.onnx --verify --seed -1",
         command="fuse",
     ),
     # ------------------------------------------------------------------ AF6xx rule tests

@@ -511,12 +511,15 @@ def graph_from_model(
     dom_l = [n.domain or "" for n in protos]
     attr_l = [list(n.attribute) for n in protos]
     names, renamed = _unique_names(protos)
+    # Nodes sharing a name are never fused: the plan and the fused model name nodes by
+    # their name in the model, and a made-up one (name__2) would point at nothing.
+    shared = {old for old, _ in renamed}
     for old, new in renamed:
         warnings += (
             _diag(
                 "duplicate-node",
-                f"node name {old!r} is used by more than one node; the later one is "
-                f"called {new!r} here",
+                f"node name {old!r} is used by more than one node (the later one is "
+                f"{new!r} in reports); none of them is fused",
                 where,
                 "give every node a unique name in the exporter",
                 Severity.WARNING,
@@ -539,7 +542,7 @@ def graph_from_model(
                 raise _fail(
                     "two-producers",
                     f"tensor {t!r} is produced by node {names[i]!r} and also by "
-                    f"{first if first.startswith('a') else repr(first)}",
+                    f"{f'node {first!r}' if t in producer else first}",
                     where,
                     "every tensor must have exactly one producer (SSA form)",
                 )
@@ -558,7 +561,12 @@ def graph_from_model(
                 for sub in (*([a.g] if a.type == AttributeProto.GRAPH else []), *a.graphs):
                     has_body = True
                     sub_refs |= _outer_refs(sub)
-        opaque.append(has_body or ops_l[i] in CONTROL_FLOW or dom_l[i] not in KNOWN_DOMAINS)
+        opaque.append(
+            has_body
+            or ops_l[i] in CONTROL_FLOW
+            or dom_l[i] not in KNOWN_DOMAINS
+            or protos[i].name in shared
+        )
         reads = [(t, port) for port, t in enumerate(ins_l[i]) if t]
         if sub_refs:
             hidden.append(sub_refs - set(ins_l[i]))

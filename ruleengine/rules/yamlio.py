@@ -123,7 +123,9 @@ class Document:
 
 
 class _Budget(Exception):
-    pass
+    def __init__(self, message: str, location: Location | None = None) -> None:
+        super().__init__(message)
+        self.location = location  # where the budget ran out, when known
 
 
 def _loc(file: str, node: Node) -> Location:
@@ -164,9 +166,11 @@ class _Builder:
     def build(self, node: Node, path: Path_, depth: int) -> Any:
         self.count += 1
         if self.count > MAX_NODES:
-            raise _Budget(f"more than {MAX_NODES} YAML nodes after expanding aliases")
+            raise _Budget(
+                f"more than {MAX_NODES} YAML nodes after expanding aliases", _loc(self.file, node)
+            )
         if depth > MAX_DEPTH:
-            raise _Budget(f"nesting deeper than {MAX_DEPTH} levels")
+            raise _Budget(f"nesting deeper than {MAX_DEPTH} levels", _loc(self.file, node))
         self.marks.values.setdefault(path, _loc(self.file, node))
         if isinstance(node, ScalarNode):
             return self._scalar(node, path)
@@ -193,7 +197,19 @@ class _Builder:
         text = node.value
         tag = node.tag
         if tag == _PLAIN:
-            value = resolve_plain(text)
+            try:
+                value = resolve_plain(text)
+            except ValueError:  # an integer of over 4,300 digits (Python refuses to parse it)
+                self.diags.append(
+                    codes.make(
+                        "yaml-syntax",
+                        f"integer of {len(text)} digits is out of every range (Python reads "
+                        "at most 4,300)",
+                        _loc(self.file, node),
+                        hint="write a number of ordinary size",
+                    )
+                )
+                return text
             if isinstance(value, str) and text.lower() in YAML11_BOOLS:
                 self.marks.yaml11_bools.add(path)
             return value
@@ -330,7 +346,7 @@ def _duplicate_hint(key: str) -> str:
 
 
 def _read_text(path: Path, display: str, diags: list[Diagnostic]) -> str | None:
-    where = Location(display)
+    where = Location(display, 1, 1)  # a whole-file finding is still given a line:col
     try:
         st = path.stat()
         if not stat.S_ISREG(st.st_mode):
@@ -377,11 +393,14 @@ def _read_text(path: Path, display: str, diags: list[Diagnostic]) -> str | None:
         )
         return None
     if b"\x00" in raw:
+        nul = raw.index(b"\x00")
+        line = raw.count(b"\n", 0, nul) + 1
+        col = nul - (raw.rfind(b"\n", 0, nul) + 1) + 1  # in bytes: the text is not decoded
         diags.append(
             codes.make(
                 "unreadable-file",
                 "file is binary (contains NUL bytes), not a YAML rule file",
-                where,
+                Location(display, line, col),
                 hint="pass the YAML rule file, not a model or archive",
             )
         )
@@ -430,7 +449,7 @@ def read_documents(
     try:
         loader = _Loader(text)
         index = 0
-        for node in _compose_all(loader):
+        for node in _compose_all(loader, display, text):
             if node is None:
                 index += 1
                 continue
@@ -447,7 +466,7 @@ def read_documents(
             codes.make(
                 "yaml-too-complex",
                 f"document refused: {exc}",
-                Location(display, 1, 1),
+                exc.location or Location(display, 1, 1),
                 hint="do not expand anchors recursively; write the rule out plainly",
             )
         )
@@ -572,7 +591,26 @@ def _line_col(text: str, position: int) -> tuple[int, int]:
     return line, position - (before.rfind("\n") + 1) + 1
 
 
-def _compose_all(loader: Any) -> Iterator[Node | None]:
+def _compose_all(loader: Any, display: str, text: str) -> Iterator[Node | None]:
     loader.get_event()  # StreamStart
     while not loader.check_event(yaml.StreamEndEvent):
-        yield loader.compose_document()
+        try:
+            node = loader.compose_document()
+        except RecursionError:  # PyYAML composes recursively: say where it is too deep
+            raise _Budget(
+                f"nesting deeper than {MAX_DEPTH} levels", _too_deep(text, display)
+            ) from None
+        yield node
+
+
+def _too_deep(text: str, display: str) -> Location:
+    """Where nesting first passes MAX_DEPTH, found by the (iterative) event parser."""
+    depth = 0
+    for event in yaml.parse(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)):
+        if isinstance(event, yaml.CollectionStartEvent):
+            depth += 1
+            if depth > MAX_DEPTH:
+                return Location(display, event.start_mark.line + 1, event.start_mark.column + 1)
+        elif isinstance(event, yaml.CollectionEndEvent):
+            depth -= 1
+    return Location(display, 1, 1)  # pragma: no cover - compose recursed, so it is deep
