@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import os
 import signal
 import threading
 from collections.abc import Callable, Iterator
@@ -40,10 +41,27 @@ def _raise_terminated(signum: int, frame: object) -> None:
 
 def install_signal_handlers() -> None:
     """Ctrl-C raises KeyboardInterrupt and SIGTERM raises Terminated: both unwind the
-    stack, so temporaries and staging folders are removed before the process exits."""
+    stack, so temporaries and staging folders are removed before the process exits.
+
+    A forked child (a parallel matching worker) gets SIGTERM's default back: its pool
+    stops it with SIGTERM and waits for it to die, and an exception unwinding inside
+    the worker's queue handling would leave both waiting forever.
+    """
+    global _AT_FORK_REGISTERED
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGINT, signal.default_int_handler)
         signal.signal(signal.SIGTERM, _raise_terminated)
+        if not _AT_FORK_REGISTERED:
+            os.register_at_fork(after_in_child=_default_sigterm_in_child)
+            _AT_FORK_REGISTERED = True
+
+
+_AT_FORK_REGISTERED = False
+
+
+def _default_sigterm_in_child() -> None:
+    if signal.getsignal(signal.SIGTERM) is _raise_terminated:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 @contextlib.contextmanager

@@ -226,11 +226,10 @@ def convert_file(path: str | Path) -> list[ConvertedRule]:
 
 
 def write_files(converted: list[ConvertedRule], out_dir: Path, *, force: bool) -> list[Path]:
-    """Write one YAML file per rule, atomically; refuse to overwrite unless ``force``."""
-    import os
-    import tempfile
-
+    """Write one YAML file per rule, as one set (staged, swapped in, locked: the writer of
+    fuse outputs); refuse to overwrite unless ``force``."""
     from ruleengine.errors import OutputError
+    from ruleengine.rewrite.writer import write_set
 
     targets = [out_dir / c.filename for c in converted]
     existing = [t.as_posix() for t in targets if t.exists()]
@@ -238,18 +237,5 @@ def write_files(converted: list[ConvertedRule], out_dir: Path, *, force: bool) -
         raise OutputError(
             f"would overwrite {', '.join(existing)}; pass --force to replace them",
         )
-    try:
-        out_dir.mkdir(parents=True, exist_ok=True)
-        for conv, target in zip(converted, targets, strict=True):
-            fd, tmp = tempfile.mkstemp(prefix=".convert-", dir=out_dir)
-            try:
-                with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                    fh.write(conv.text)
-                os.replace(tmp, target)
-            except BaseException:
-                if os.path.exists(tmp):
-                    os.unlink(tmp)
-                raise
-    except OSError as exc:
-        raise OutputError(f"cannot write to {out_dir.as_posix()}: {exc}") from None
+    write_set(out_dir, {c.filename: c.text.encode("utf-8") for c in converted})
     return targets

@@ -127,3 +127,19 @@ def test_a_symlinked_outdir_is_written_where_it_points(tmp_path):
     res = run("fuse", model, "-o", tmp_path / "link")
     assert res.exit_code == 0, res.output
     assert (tmp_path / "link").is_symlink() and (real / "plan.json").is_file()
+
+
+def test_an_output_that_is_a_symlink_to_outside_is_replaced_not_followed(tmp_path):
+    """The final name of an output being a symlink: the link is replaced by the file, the
+    file it pointed to (outside OUTDIR) is never written."""
+    model = copy_model(tmp_path)
+    victim = tmp_path / "victim.txt"
+    victim.write_text("keep me")
+    out = tmp_path / "out"
+    out.mkdir()
+    os.symlink(victim, out / "plan.json")
+    res = run("fuse", model, "-o", out)
+    assert res.exit_code == 0, res.output
+    assert victim.read_text() == "keep me"
+    assert not (out / "plan.json").is_symlink()
+    assert json.loads((out / "plan.json").read_text())["model"] == "mlp_block.onnx"

@@ -17,6 +17,35 @@ from ruleengine.runtime import install_signal_handlers, kept_signal_handlers
 from tests.hostile.helpers import copy_model, leftovers
 
 
+@pytest.fixture(autouse=True)
+def _restore_handlers():
+    """The tests install the CLI's handlers in this process; put pytest's back after."""
+    saved = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    yield
+    for sig, handler in saved.items():
+        signal.signal(sig, handler)
+
+
+def test_a_forked_worker_dies_of_sigterm_as_its_pool_expects():
+    """The CLI's SIGTERM handler raised inside forked matching workers, so Pool.terminate
+    (SIGTERM, then wait) hung; forked children get the default back."""
+    install_signal_handlers()
+    ready_r, ready_w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: says it runs, then waits for SIGTERM, which must kill it
+        try:
+            os.write(ready_w, b"1")
+            time.sleep(60)
+        finally:
+            os._exit(0)  # reached only if SIGTERM raised instead of killing
+    assert os.read(ready_r, 1) == b"1"
+    os.close(ready_r)
+    os.close(ready_w)
+    os.kill(pid, signal.SIGTERM)
+    _, status = os.waitpid(pid, 0)
+    assert os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGTERM
+
+
 def test_ctrl_c_still_raises_after_a_cp_sat_solve():
     """OR-Tools set SIGINT back to SIG_DFL after solving: the next Ctrl-C killed the
     process with no clean-up (Python still reported its own handler)."""
