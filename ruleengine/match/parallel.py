@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import signal
 from collections.abc import Sequence
 from dataclasses import replace
 
@@ -46,6 +47,14 @@ def _split(rules: Sequence[Rule], jobs: int) -> list[tuple[Rule, ...]]:
     return [tuple(r for _, r in sorted(c, key=lambda ir: ir[0])) for c in chunks if c]
 
 
+def _worker_init() -> None:
+    """Workers die on SIGTERM and leave Ctrl-C to the parent: the parent's handlers
+    (SIGTERM raising an exception, ruleengine.runtime) must not run in a worker, where
+    unwinding at an arbitrary point can leave a lock held and the pool waiting forever."""
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 def _match_chunk(rules: tuple[Rule, ...]) -> MatchResult:
     from ruleengine.match.matcher import find_candidates
 
@@ -70,8 +79,15 @@ def find_candidates_parallel(graph: Graph, rule_set: RuleSet, jobs: int) -> Matc
     _WORK = (graph, rule_set)
     try:
         ctx = multiprocessing.get_context("fork")
-        with ctx.Pool(jobs) as pool:
+        pool = ctx.Pool(jobs, initializer=_worker_init)
+        try:
             parts = pool.map(_match_chunk, _split(rules, jobs), chunksize=1)
+            pool.close()  # workers exit on their own once the queue is drained
+        except BaseException:
+            pool.terminate()
+            raise
+        finally:
+            pool.join()
     finally:
         _WORK = None
     return MatchResult(
