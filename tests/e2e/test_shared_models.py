@@ -1,4 +1,5 @@
-"""Every model in ../shared/models fused with the default preset: checked, run, equal.
+"""Every model in ../shared/models fused with the default preset: checked, run, equal;
+every model of ../shared/models/families fused and verified in onnxruntime.
 
 For each model: the fused model passes ``onnx.checker`` (full check), runs in onnxruntime,
 and every output equals the original's within relative error 1e-5 (max abs error over the
@@ -21,6 +22,7 @@ from ruleengine.rewrite import verify as V
 
 SHARED = Path(__file__).resolve().parents[2] / ".." / "shared"
 MODELS = sorted((SHARED / "models").glob("*.onnx"))
+FAMILIES = sorted((SHARED / "models" / "families").glob("*.onnx"))
 REL_TOL = 1e-5
 
 
@@ -47,3 +49,16 @@ def test_fused_model_is_valid_and_equal(path: Path):
     plan = json.loads(result.files["plan.json"])
     jsonschema.validate(plan, json.loads(schema_path("plan").read_text()))
     assert json.loads(result.files["report.json"])["totals"]["groups"] == len(plan["groups"])
+
+
+@pytest.mark.parametrize("path", FAMILIES, ids=[p.name for p in FAMILIES])
+def test_fused_family_model_verifies(path: Path):
+    """Every dev model of ../shared/models/families fused with the default preset computes
+    the same outputs as the original in onnxruntime (fuse --verify's own comparison)."""
+    before = path.read_bytes()
+    result = fuse(path, verify=True)
+    assert result.plan.groups, f"{path.name}: nothing fused"
+    assert result.plan.verification is not None and result.plan.verification.ok, (
+        result.plan.verification
+    )
+    assert path.read_bytes() == before
