@@ -25,9 +25,9 @@ from ruleengine.cost.traffic import GroupIO, Traffic, group_io, topo_position, t
 from ruleengine.cost.ub import UBNeed, reduced_row, ub_need
 from ruleengine.graph.model import Graph, Node
 from ruleengine.match.model import Candidate, MatchResult, NearMiss
-from ruleengine.resolve.topology import is_convex
 from ruleengine.rules.model import Rule, RuleSet
 from ruleengine.runtime import paused_gc
+from ruleengine.topology import is_convex
 
 OVERHEAD_FRACTION = 0.05  # share of the group's compute time charged as fusion overhead
 

@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from functools import cache
 
 from ruleengine.ops.model import OpAlias, ParamKind, ParamMapping
+from ruleengine.records import FrozenMap
 from ruleengine.resources import data_dir, schema_path
-from ruleengine.rules.model import FrozenMap
 
 # Fallbacks used until (or if) helper B's ops/classes.yaml and ops/composites.yaml exist.
 _FALLBACK_CLASSES: Mapping[str, frozenset[str]] = {
@@ -44,7 +44,7 @@ def alias_table() -> Mapping[str, OpAlias]:
     """Alias name -> OpAlias, loaded once from the bundled ops/aliases.yaml."""
     import jsonschema
 
-    from ruleengine.rules.yamlio import read_documents
+    from ruleengine.yamlio import read_documents
 
     path = data_dir("ops") / "aliases.yaml"
     docs, diags = read_documents(path)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from ruleengine.rules.model import FrozenMap, ParamValue
+from ruleengine.records import FrozenMap, ParamValue
 
 
 class ParamKind(StrEnum):

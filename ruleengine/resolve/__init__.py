@@ -20,7 +20,7 @@ from ruleengine.errors import UsageError
 from ruleengine.graph.model import Graph
 from ruleengine.resolve.greedy import select_greedy
 from ruleengine.resolve.model import Resolution
-from ruleengine.resolve.topology import Contraction, find_cycle, graph_topology
+from ruleengine.topology import Contraction, find_cycle, graph_topology
 
 SOLVERS = ("exact", "greedy")
 # Components with at most this many candidates are solved by exhaustive enumeration

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 
 from ruleengine.cost.model import ScoredCandidate
 from ruleengine.graph.model import Graph
-from ruleengine.resolve.topology import Contraction
+from ruleengine.topology import Contraction
 
 
 def greedy_order(viable: Sequence[ScoredCandidate]) -> list[ScoredCandidate]:

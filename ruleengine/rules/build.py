@@ -34,7 +34,7 @@ from ruleengine.rules.model import (
     rule_output_files,
 )
 from ruleengine.rules.schema import dotted
-from ruleengine.rules.yamlio import Document, Marks
+from ruleengine.yamlio import Document, Marks
 
 # ONNX tensor element types, lower-case (TensorProto.DataType names).
 ONNX_DTYPES = (

@@ -21,7 +21,7 @@ from ruleengine.rules import checks
 from ruleengine.rules.build import check_and_build, provisional_ops, semantic_findings
 from ruleengine.rules.model import Rule, RuleSet
 from ruleengine.rules.schema import validate_document
-from ruleengine.rules.yamlio import read_documents
+from ruleengine.yamlio import read_documents
 
 RULE_SUFFIXES = (".yaml", ".yml")
 _GLOB_CHARS = set("*?[")
@@ -217,7 +217,7 @@ def _provisional_warnings(doc) -> list[Diagnostic]:  # noqa: ANN001 - yamlio.Doc
 def _lint_stdin(set_checks: bool = False) -> LintResult:
     import sys
 
-    from ruleengine.rules.yamlio import MAX_FILE_BYTES
+    from ruleengine.yamlio import MAX_FILE_BYTES
 
     data = sys.stdin.buffer.read(MAX_FILE_BYTES + 1) if hasattr(sys.stdin, "buffer") else b""
     if len(data) > MAX_FILE_BYTES or b"\x00" in data:

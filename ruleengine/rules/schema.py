@@ -20,7 +20,7 @@ from jsonschema.exceptions import ValidationError
 from ruleengine.diagnostics import codes
 from ruleengine.diagnostics.model import Diagnostic
 from ruleengine.resources import schema_path
-from ruleengine.rules.yamlio import YAML11_BOOLS, Document, resolve_plain
+from ruleengine.yamlio import YAML11_BOOLS, Document, resolve_plain
 
 _TYPE_NAMES = {
     "string": "a string",

@@ -195,7 +195,7 @@ def edge_ceiling(graph: Graph, edges: coverage.FusableEdges, target: Target) -> 
     """The coverage no rule set can exceed under UB and convexity: the share of fusable
     bytes on edges whose smallest convex group (both ends, the views between, every node
     on a path from one to the other) fits the target's UB and fused-input limit."""
-    from ruleengine.resolve.topology import graph_topology
+    from ruleengine.topology import graph_topology
 
     if not edges.edges:
         return 1.0

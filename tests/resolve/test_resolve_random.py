@@ -19,7 +19,7 @@ from ruleengine.cost.model import Cost, ScoredCandidate, Verdict
 from ruleengine.graph.model import Graph, Node, Tensor
 from ruleengine.match.model import Candidate
 from ruleengine.resolve import resolve
-from ruleengine.resolve.topology import is_convex
+from ruleengine.topology import is_convex
 
 
 def dag(n: int, edges: set[tuple[int, int]]) -> Graph:

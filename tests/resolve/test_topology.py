@@ -7,7 +7,7 @@ import random
 
 from test_resolve_random import acyclic_after_contraction, dag
 
-from ruleengine.resolve.topology import Contraction, find_cycle, is_convex
+from ruleengine.topology import Contraction, find_cycle, is_convex
 
 
 def naive_convex(graph, nodes: frozenset[str]) -> bool:

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from ruleengine.rules import lint_file
-from ruleengine.rules.yamlio import MAX_FILE_BYTES, read_documents, resolve_plain
+from ruleengine.yamlio import MAX_FILE_BYTES, read_documents, resolve_plain
 from tests.rules.helpers import MINIMAL
 
 
