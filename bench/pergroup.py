@@ -1,11 +1,14 @@
 """Per-group verification over every dev model: how many groups pass, fail, cannot run.
 
-    .venv/bin/python bench/pergroup.py [RULE_TO_CORRUPT ...]
+    .venv/bin/python bench/pergroup.py [--whole] [RULE_TO_CORRUPT ...]
 
 Runs ``pipeline.fuse(verify=True, verify_mode="per-group")`` on every model of
 ../shared/models and ../shared/models/families with the bundled preset ``all`` and prints
-the status counts per model and in total. Rule names given as arguments are corrupted on
+the status counts per model and in total, and how many groups were bound to a catalog
+kernel with reference semantics and verified against it. Rule names given as
+arguments are corrupted on
 purpose (the test-only hook): their groups must then come out ``failed``.
+``--whole`` verifies each model as a whole instead (contract counts stay per group).
 """
 
 from __future__ import annotations
@@ -20,25 +23,37 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from ruleengine.errors import AutofusionError  # noqa: E402
 from ruleengine.pipeline import fuse  # noqa: E402
 
+MODE = "whole" if "--whole" in sys.argv[1:] else "per-group"
+RULES = tuple(a for a in sys.argv[1:] if a != "--whole")
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "models"
 
 
 def main() -> None:
     models = sorted([*SHARED.glob("*.onnx"), *SHARED.glob("families/*.onnx")])
     total: collections.Counter = collections.Counter()
+    contracts: collections.Counter = collections.Counter()
     for m in models:
         t0 = time.perf_counter()
         try:
-            r = fuse(m, verify=True, verify_mode="per-group", corrupt_rules=tuple(sys.argv[1:]))
+            r = fuse(m, verify=True, verify_mode=MODE, corrupt_rules=RULES)
         except AutofusionError as exc:
             print(f"{m.name:45s} error: {exc.message}")
             continue
         checks = r.plan.verification.groups
+        if MODE == "whole":
+            checks = ()
+            total.update({"models passed" if r.plan.verification.ok else "models FAILED": 1})
+        contracts.update(
+            (g.contract.status, g.contract.verified) for g in r.plan.groups if g.contract
+        )
         counts = collections.Counter(c.status for c in checks)
         total.update(counts)
         odd = [(c.group, c.rule, c.status, c.error) for c in checks if c.status != "passed"]
         print(f"{m.name:45s} {dict(counts)} {time.perf_counter() - t0:.1f} s {odd[:3]}")
     print(f"TOTAL over {len(models)} models: {dict(total)}")
+    print("contracts (status, verified against the catalog kernel):")
+    for (status, how), n in sorted(contracts.items()):
+        print(f"  {status:13s} {how:12s} {n}")
 
 
 if __name__ == "__main__":

@@ -98,6 +98,7 @@ class AutoFusion:
         input_shapes: Mapping[str, Sequence[int]] | None = None,
         jobs: int | None = None,
         plan_detail: str = "compact",
+        kernels: Sequence[str | Path] = (),
     ) -> None:
         # One path may be given as such: tuple('rules/') would be its characters.
         self.rules = (rules,) if isinstance(rules, str | os.PathLike) else tuple(rules)
@@ -116,6 +117,7 @@ class AutoFusion:
         self.input_shapes = {k: tuple(v) for k, v in (input_shapes or {}).items()}
         self.jobs = jobs
         self.plan_detail = plan_detail
+        self.kernels = (kernels,) if isinstance(kernels, str | os.PathLike) else tuple(kernels)
 
     def _options(self) -> dict[str, Any]:
         return {
@@ -170,6 +172,7 @@ class AutoFusion:
                 outdir=output_dir,
                 copy_weights=self.copy_weights,
                 plan_detail=self.plan_detail,
+                kernels=self.kernels,
             )
             if output_dir is not None:
                 write_outputs(result, output_dir)

@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ruleengine.cost.model import ScoredCandidate, Target
 from ruleengine.diagnostics import codes
@@ -30,7 +30,8 @@ from ruleengine.rules.model import RuleSet
 if TYPE_CHECKING:
     import onnx
 
-    from ruleengine.rewrite.model import FusedGroup, Plan
+    from ruleengine.kernels.model import Catalog
+    from ruleengine.rewrite.model import FusedGroup, Plan, Verification
     from ruleengine.rewrite.weights import Placement, WeightSurvey
 
 DEFAULT_TARGET = "ascend910b"
@@ -238,6 +239,7 @@ def fuse(
     verify_mode: str = "auto",
     outdir: str | Path | None = None,
     copy_weights: bool = False,
+    kernels: Sequence[str | Path] = (),
     corrupt_rules: Sequence[str] = (),
     plan_detail: str = "compact",
 ) -> FuseResult:
@@ -248,13 +250,14 @@ def fuse(
     where the files will be written (the fused model's weight references resolve from
     there; ``write_outputs`` to another directory re-points them). ``corrupt_rules`` is a
     test-only hook of this function (docs/fuse.md): those rules' function bodies are
-    deliberately wrong.
+    deliberately wrong. ``kernels`` are catalog folders added to the bundled kernels/.
     ``plan_detail`` "compact" lists a few rejected candidates per (rule, verdict) in
     plan.json and report.txt (sizes bounded by the rule set); "full" lists every one.
     """
     if plan_detail not in ("compact", "full"):
         raise UsageError(f"unknown plan detail {plan_detail!r}; choose compact or full")
 
+    from ruleengine.kernels.catalog import catalog_for
     from ruleengine.rewrite import weights
     from ruleengine.rewrite.emit import render_files, serialize_model
     from ruleengine.rewrite.onnx_rewrite import fused_nodes, rewrite_model
@@ -266,6 +269,7 @@ def fuse(
     do_verify = safe if verify is None else verify
     if safe and verify is False:
         raise UsageError("--safe needs verification; drop --no-verify")
+    catalog = catalog_for(kernels)
     analysis = analyze(
         path,
         rules,
@@ -280,7 +284,7 @@ def fuse(
         time_limit_s=time_limit_s,
         jobs=jobs,
         progress=progress,
-        _check_rules=check_output_paths,
+        _check_rules=lambda rs: _check_contracts(rs, catalog, check_output_paths),
     )
     timings = list(analysis.timings)
     clock = time.perf_counter()
@@ -314,10 +318,14 @@ def fuse(
 
         choice = choose_mode(graph, found, verify_mode, str(path))
     groups = build_groups(graph, analysis.resolution.chosen, analysis.rule_set)
+    groups, calls = _bind_contracts(graph, groups, analysis.rule_set, catalog)
+    unbound = {g.id for g in groups if g.contract is not None and g.contract.status == "unbound"}
+    if not do_verify:
+        warnings += tuple(_unbound_warning(g, path) for g in groups if g.id in unbound)
     _note(progress, f"rewriting {len(groups)} groups")
 
     def build(subset: Sequence[FusedGroup]) -> onnx.ModelProto:
-        return rewrite_model(proto, graph, subset, corrupt_rules=corrupt_rules)
+        return rewrite_model(proto, graph, subset, corrupt_rules=corrupt_rules, calls=calls)
 
     fused = build(groups)
     timings.append(("rewrite", time.perf_counter() - clock))
@@ -343,6 +351,7 @@ def fuse(
             seed=seed,
             safe=safe,
             progress=progress,
+            unbound=unbound,
         )
         groups, dropped, fused = outcome.groups, outcome.dropped, outcome.fused
         result_verification = outcome.verification
@@ -353,6 +362,7 @@ def fuse(
     _check_in_memory(fused, proto, path)
     timings.append(("check", time.perf_counter() - clock))
     clock = time.perf_counter()
+    groups = _mark_verified(groups, result_verification)
     called = fused_nodes(fused)
     groups = tuple(
         replace(g, node_name=called[g.id][0], overload=called[g.id][1]) if g.id in called else g
@@ -401,6 +411,73 @@ def fuse(
         outdir=target_dir,
         copy_weights=copy_weights,
     )
+
+
+def _check_contracts(rule_set: RuleSet, catalog: Catalog, then: Callable[[RuleSet], None]) -> None:
+    """A rule whose rewrite contradicts its kernel's contract cannot be fused (check
+    reports the same errors); then the output-path check."""
+    from ruleengine.errors import RuleLoadError
+    from ruleengine.kernels.lint import lint_rules
+
+    errors = tuple(d for d in lint_rules(rule_set.rules, catalog) if d.severity == Severity.ERROR)
+    if errors:
+        n = len(errors)
+        raise RuleLoadError(
+            f"{n} rule rewrite{'s' if n != 1 else ''} contradict the kernel catalog", errors
+        )
+    then(rule_set)
+
+
+def _bind_contracts(
+    graph: Graph, groups: Sequence[FusedGroup], rule_set: RuleSet, catalog: Catalog
+) -> tuple[tuple[FusedGroup, ...], dict[int, Any]]:
+    """Each group's contract (FusedGroup.contract) and the kernel calls of bound ones."""
+    from ruleengine.kernels.bind import bind
+    from ruleengine.kernels.model import Contract
+
+    rules = rule_set.by_name()
+    out, calls = [], {}
+    for g in groups:
+        entry = catalog.get(g.target_op)
+        if entry is None:
+            out.append(replace(g, contract=Contract(None)))
+            continue
+        call, contract = bind(graph, g, rules[g.rule], entry)
+        if call is not None:
+            calls[g.id] = call
+        out.append(replace(g, contract=contract))
+    return tuple(out), calls
+
+
+def _unbound_warning(g: FusedGroup, path: Path) -> Diagnostic:
+    return Diagnostic(
+        "AF406",
+        "contract-unbound",
+        Severity.WARNING,
+        f"group {g.id} ({g.rule}) does not fit kernel {g.target_op}: {g.contract.reason}",
+        Location(str(path)),
+        "fuse with --safe to drop it, or fix the rule's target_op or the catalog entry",
+    )
+
+
+def _mark_verified(groups: Sequence[FusedGroup], v: Verification | None) -> tuple[FusedGroup, ...]:
+    """Record in each group's contract how it was verified against its kernel."""
+    if v is None:
+        return tuple(groups)
+    passed = {c.group for c in v.groups if c.status == "passed"}
+    out = []
+    for g in groups:
+        c = g.contract
+        if c is None or c.status != "bound":
+            out.append(g)
+            continue
+        how = "not at all"
+        if v.mode == "per-group" and g.id in passed:
+            how = "per group"
+        elif v.mode == "whole" and v.ok:
+            how = "whole model"
+        out.append(replace(g, contract=replace(c, verified=how)))
+    return tuple(out)
 
 
 def _sha256(path: Path) -> str:

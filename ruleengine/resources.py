@@ -10,7 +10,7 @@ from functools import cache
 from pathlib import Path
 
 _PACKAGE_DIR = Path(__file__).resolve().parent
-_KINDS = ("schemas", "rules", "targets", "ops", "examples")
+_KINDS = ("schemas", "rules", "targets", "ops", "examples", "kernels")
 
 
 @cache

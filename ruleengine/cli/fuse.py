@@ -109,6 +109,9 @@ def fuse_command(
         help="Verify the whole model at once, each group alone (bounded memory), or choose "
         "from the memory estimate (auto).",
     ),
+    kernels: list[Path] = typer.Option(
+        [], "--kernels", help="Kernel catalog folder added to the bundled one (several allowed)."
+    ),
     copy_weights: bool = typer.Option(
         False,
         "--copy-weights",
@@ -162,6 +165,7 @@ def fuse_command(
             verify_mode=verify_mode.value,
             outdir=outdir,
             copy_weights=copy_weights,
+            kernels=kernels,
         )
         warn_inputs(result.analysis.graph, result.analysis.rule_set)
         for diag in result.warnings:

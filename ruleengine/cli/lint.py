@@ -41,7 +41,11 @@ def _run_lint(
     fmt: str,
     verbose: bool,
     preset: str | None = None,
+    kernels: list[Path] | None = None,
 ) -> int:
+    from dataclasses import replace
+
+    from ruleengine.diagnostics.model import Diagnostic
     from ruleengine.errors import AutofusionError, UsageError
     from ruleengine.rules import lint_paths, preset_paths
     from ruleengine.rules.lint import collect_files, only_files
@@ -54,6 +58,13 @@ def _run_lint(
         if not targets:
             raise UsageError("no rule files given: pass rule paths or --preset NAME")
         result = lint_paths(targets, set_checks=set_checks)
+        if set_checks:  # each rule's rewrite against the kernel catalog (docs/kernels.md)
+            from ruleengine.kernels.catalog import catalog_for
+            from ruleengine.kernels.lint import lint_rules
+
+            found = lint_rules(result.rules, catalog_for(kernels or []))
+            diags = sorted(set(result.diagnostics) | set(found), key=Diagnostic.sort_key)
+            result = replace(result, diagnostics=tuple(diags))
         if asked is not None and preset is not None:
             result = only_files(result, asked)  # the preset's own findings are not yours
     except AutofusionError as exc:
@@ -102,6 +113,7 @@ def verify(
         "autofusion check rules/ --strict --format github",
         "autofusion check rules/ --format sarif > autofusion.sarif",
         "autofusion check my_rules/ --preset all",
+        "autofusion check my_rules/ --kernels my_kernels/ --strict",
     ),
 )
 def check(
@@ -114,12 +126,16 @@ def check(
     preset: str | None = typer.Option(
         None, "--preset", help="Also check a bundled preset (cnn, transformer, all)."
     ),
+    kernels: list[Path] = typer.Option(
+        [], "--kernels", help="Kernel catalog folder added to the bundled one (several allowed)."
+    ),
 ) -> None:
     """Lint a rule set: verify, plus conflicts, unknown params and useless patterns.
 
     Beyond what verify checks per file: duplicate rule names, rules of equal priority
     matching the same ops, params the op does not have, patterns that save no HBM
-    traffic and patterns that can never match. Exit 0 clean, 1 findings, 2 could not run.
+    traffic and patterns that can never match, and each rewrite against its kernel's
+    contract (kernel catalog). Exit 0 clean, 1 findings, 2 could not run.
     """
     code = guarded(
         lambda: _run_lint(
@@ -129,6 +145,7 @@ def check(
             fmt=fmt.value,
             verbose=verbose,
             preset=preset,
+            kernels=kernels,
         )
     )
     raise typer.Exit(code)

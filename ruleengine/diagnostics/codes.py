@@ -6,8 +6,8 @@ the tests, so a code without an example cannot be added). Codes are never renumb
 reused; retired codes stay here marked as such.
 
 Families: AF0xx reading files (YAML), AF1xx schema, AF2xx rule semantics (``verify``),
-AF3xx rule-set and lint findings (``check``), AF5xx reading the ONNX model, AF6xx
-rule tests (``test``), AF9xx hardware targets.
+AF3xx rule-set and lint findings (``check``), AF4xx the kernel catalog, AF5xx reading the
+ONNX model, AF6xx rule tests (``test``), AF9xx hardware targets.
 """
 
 from __future__ import annotations
@@ -454,6 +454,81 @@ _CODES: tuple[CodeInfo, ...] = (
         '    - type: "@elementwise"\n      repeat: {min: 1, max: 4}\nrewrite:\n'
         "  target_op: A\n",
         command="check",
+    ),
+    # ------------------------------------------------------------ AF4xx kernel catalog
+    CodeInfo(
+        "AF401",
+        "kernel-catalog-invalid",
+        _E,
+        "A kernel catalog file is malformed: YAML, schema, or reference semantics that are "
+        "not an ONNX function.",
+        "Catalog entries (kernels/*.yaml, --kernels DIR) follow schemas/kernel.schema.json; "
+        "each form's function is parsed with onnx.parser. The message names the file, line "
+        "and field. Exit code 2.",
+        "",
+        "autofusion check rules/ --kernels my_kernels/ (a form whose body misses a '}')",
+        command="fuse",
+    ),
+    CodeInfo(
+        "AF402",
+        "no-contract",
+        _W,
+        "A rule's target_op has no kernel catalog entry: no contract, the plan cannot be verified.",
+        "Without an entry, nothing says what the kernel computes, so verification can only "
+        "compare the matched subgraph with itself. Add an entry (docs/kernels.md) or pass "
+        "--kernels DIR; --strict fails on it.",
+        "name: a\nmatch:\n  ops:\n    - type: Relu\nrewrite:\n  target_op: NoSuchKernel\n",
+        command="check",
+    ),
+    CodeInfo(
+        "AF403",
+        "unknown-kernel-attribute",
+        _E,
+        "rewrite.attributes sets an attribute the kernel does not have.",
+        "The kernel generator would receive an attribute its kernel does not take. The "
+        "message lists the kernel's attributes and the closest name.",
+        "name: a\nmatch:\n  ops:\n    - type: MatMul\n    - type: Add\n    - type: Relu\n"
+        "rewrite:\n  target_op: MatMulBiasRelu\n  attributes:\n    activaton: relu\n",
+        command="check",
+    ),
+    CodeInfo(
+        "AF404",
+        "kernel-attribute-value",
+        _E,
+        "rewrite.attributes gives a kernel attribute a value of the wrong type or one the "
+        "kernel does not take.",
+        "For example activation: gelu on ConvBNRelu, whose reference semantics apply Relu: "
+        "a rule computing something else must name another kernel.",
+        "name: a\nmatch:\n  ops:\n    - type: Conv\n    - type: Relu\nrewrite:\n"
+        "  target_op: ConvBNRelu\n  attributes:\n    activation: gelu\n",
+        command="check",
+    ),
+    CodeInfo(
+        "AF405",
+        "kernel-port-binding",
+        _E,
+        "rewrite.inputs tries to bind input ports of a kernel whose catalog entry binds "
+        "its ports itself.",
+        "A rewrite.inputs entry {from_op, output_idx, input_port} names an output of a "
+        "matched op: a tensor produced inside the group, which can never feed a kernel input "
+        "port. The catalog entry says which group tensor feeds each port (a permuted or "
+        "out-of-range port is therefore always caught here).",
+        "name: a\nmatch:\n  ops:\n    - type: MatMul\n    - type: Add\nrewrite:\n"
+        "  target_op: MatMulAdd\n  inputs:\n    - {from_op: 0, output_idx: 0, input_port: 1}\n",
+        command="check",
+    ),
+    CodeInfo(
+        "AF406",
+        "contract-unbound",
+        _E,
+        "A fused group does not fit its kernel's contract (no form fits its ops, or a port "
+        "binds nothing).",
+        "The group is written with its original subgraph as the body and counts as a "
+        "verification failure: --verify fails, --safe drops it. Without verification it "
+        "is a warning and plan.json records the reason.",
+        "",
+        "a rule matching MatMul+GELU that names MatMulBiasRelu, fused with --verify",
+        command="fuse",
     ),
     # ------------------------------------------------------- AF5xx reading the ONNX model
     CodeInfo(

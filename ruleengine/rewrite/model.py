@@ -48,6 +48,7 @@ class FusedGroup:
     port_map: tuple[dict[str, Any], ...] = ()
     node_name: str | None = None  # the fused node in the fused model (set after rewriting)
     overload: str = ""  # which overload of the function ``target_op`` the node calls
+    contract: Any = None  # kernels.model.Contract: the catalog entry as bound, and how verified
 
     @property
     def rule(self) -> str:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import heapq
 import json
 from collections.abc import Collection, Mapping, Sequence
+from typing import Any
 
 import onnx
 from onnx import helper
@@ -143,9 +144,12 @@ def rewrite_model(
     *,
     domain: str = FUSED_DOMAIN,
     corrupt_rules: Collection[str] = (),
+    calls: Mapping[int, Any] | None = None,
 ) -> onnx.ModelProto:
     """Return a copy of ``model`` with each group replaced by one function-call node.
 
+    ``calls`` (group id -> kernels.bind.Call) makes those groups call their catalog
+    kernel: ports as inputs, the kernel's attributes, its reference semantics as the body.
     ``corrupt_rules`` is a test-only hook: groups of those rules get a function body that
     negates one float output, to prove that verification and ``--safe`` catch a bad fusion.
     """
@@ -188,30 +192,51 @@ def rewrite_model(
         corrupt = None
         if group.rule in corrupt_rules:
             corrupt = next((o for o in group.outputs if _is_float(graph, types, o)), None)
-        body = _build_body(protos, group.inputs, group.outputs, corrupt)
-        body_domains = sorted({n.domain for n in body})
-        body_opsets = [helper.make_opsetid(d, opsets.get(d, 1)) for d in body_domains]
-        key_fn = helper.make_function(
-            domain,
-            group.target_op,
-            [f"x{i}" for i in range(len(group.inputs))],
-            [f"y{i}" for i in range(len(group.outputs))],
-            body,
-            body_opsets,
-        )
-        key = (group.target_op, key_fn.SerializeToString(deterministic=True))
+        call = (calls or {}).get(group.id)
+        if call is not None:
+            key_fn = _kernel_function(call, opsets, domain, corrupt)
+            key = (group.target_op, key_fn.SerializeToString(deterministic=True))
+            # an output that does not leave the group still gets a (fresh) name: onnx's
+            # function shape inference wants every output of the function on the node
+            node_inputs = _trim(call.inputs)
+            node_outputs = [
+                t or f"{group.target_op}_g{group.id}_{port}"
+                for t, port in zip(call.outputs, call.form.outputs, strict=True)
+            ]
+            node_attrs = dict(call.attributes)
+            doc = (
+                f"autofusion {__version__}: kernel {call.entry.name} v{call.entry.version}, "
+                f"form {call.form.name}: the catalog's reference semantics"
+            )
+        else:
+            body = _build_body(protos, group.inputs, group.outputs, corrupt)
+            body_domains = sorted({n.domain for n in body})
+            body_opsets = [helper.make_opsetid(d, opsets.get(d, 1)) for d in body_domains]
+            key_fn = helper.make_function(
+                domain,
+                group.target_op,
+                [f"x{i}" for i in range(len(group.inputs))],
+                [f"y{i}" for i in range(len(group.outputs))],
+                body,
+                body_opsets,
+            )
+            key = (group.target_op, key_fn.SerializeToString(deterministic=True))
+            node_inputs, node_outputs, node_attrs = list(group.inputs), list(group.outputs), {}
+            doc = (
+                f"autofusion {__version__}: rule {group.rule}, kernel "
+                f"{group.kernel.kernel_name}; body = the original subgraph of group {group.id}"
+            )
         if key not in functions:
             count = variants.get(group.target_op, 0) + 1
-            overload = "" if count == 1 else f"v{count}"
-            while (domain, group.target_op, overload) in existing:
+            overload = key_fn.overload or ("" if count == 1 else f"v{count}")
+            while (domain, group.target_op, overload) in existing or any(
+                f.overload == overload and f.name == group.target_op for f in functions.values()
+            ):
                 count += 1
                 overload = f"v{count}"
             variants[group.target_op] = count
             key_fn.overload = overload
-            key_fn.doc_string = (
-                f"autofusion {__version__}: rule {group.rule}, kernel {group.kernel.kernel_name}; "
-                f"body = the original subgraph of group {group.id}"
-            )
+            key_fn.doc_string = doc
             functions[key] = key_fn
         fn = functions[key]
 
@@ -220,7 +245,7 @@ def rewrite_model(
             name += "_"
         used_names.add(name)
         node = helper.make_node(
-            group.target_op, list(group.inputs), list(group.outputs), name=name, domain=domain
+            group.target_op, node_inputs, node_outputs, name=name, domain=domain, **node_attrs
         )
         node.overload = fn.overload
         node.doc_string = (
@@ -233,6 +258,8 @@ def rewrite_model(
         _meta(node, "autofusion.nodes", json.dumps(list(group.nodes)))
         if group.attributes:
             _meta(node, "autofusion.attributes", json.dumps(group.attributes, sort_keys=True))
+        if call is not None:
+            _meta(node, "autofusion.contract", f"{call.entry.name}@{call.entry.version}")
         if group.tensor_layout:
             _meta(node, "autofusion.tensor_layout", group.tensor_layout)
         if group.kernel_config:
@@ -262,6 +289,34 @@ def rewrite_model(
     _set_model_meta(out, "autofusion.version", __version__)
     _set_model_meta(out, "autofusion.groups", str(len(groups)))
     return out
+
+
+def _trim(names: Sequence[str]) -> list[str]:
+    """Drop trailing absent optional inputs of a call."""
+    out = list(names)
+    while out and not out[-1]:
+        out.pop()
+    return out
+
+
+def _kernel_function(
+    call: Any, opsets: Mapping[str, int], domain: str, corrupt: str | None
+) -> onnx.FunctionProto:
+    """The catalog form as this model's function: its opsets, and (test hook) corrupted."""
+    fn = onnx.FunctionProto()
+    fn.ParseFromString(call.form.function)
+    fn.domain = domain
+    for o in fn.opset_import:
+        if o.domain in ("", "ai.onnx"):
+            o.version = max(opsets.get("", opsets.get("ai.onnx", 17)), 1)
+    if corrupt is not None and corrupt in call.outputs:
+        target = fn.output[list(call.outputs).index(corrupt)]
+        for n in fn.node:
+            for i, t in enumerate(n.output):
+                if t == target:
+                    n.output[i] = f"{target}_uncorrupted"
+        fn.node.append(helper.make_node("Neg", [f"{target}_uncorrupted"], [target], name="corrupt"))
+    return fn
 
 
 def _set_model_meta(model: onnx.ModelProto, key: str, value: str) -> None:

@@ -353,6 +353,7 @@ def group_json(g: FusedGroup) -> dict[str, Any]:
         "tensor_layout": g.tensor_layout,
         "kernel_config": g.kernel_config or {},
         "port_map": [dict(p) for p in g.port_map],
+        "contract": contract_json(g.contract),
         "kernel": {
             "kernel_name": g.kernel.kernel_name,
             "file_path": g.kernel.file_path,
@@ -362,6 +363,22 @@ def group_json(g: FusedGroup) -> dict[str, Any]:
             "gen_dot_graph": g.kernel.gen_dot_graph,
             "dot_graph_path": g.kernel.dot_graph_path,
         },
+    }
+
+
+def contract_json(c: Any) -> dict[str, Any] | None:
+    """The group's kernel contract: catalog entry, version, form, bound ports, how verified."""
+    if c is None:
+        return None
+    return {
+        "entry": c.entry,
+        "version": c.version,
+        "status": c.status,
+        "form": c.form,
+        "ports": {p: t for p, t in c.ports},
+        "attributes": {k: list(v) if isinstance(v, tuple) else v for k, v in c.attributes},
+        "verified": c.verified,
+        "reason": c.reason,
     }
 
 

@@ -410,7 +410,9 @@ def isolate_failures(
         )
         if node is None or any(t not in values for t in g.inputs):
             continue
-        feed = {t: np.asarray(values[t]) for t in g.inputs}
+        if any(t not in values for t in node.input if t):
+            continue
+        feed = {t: np.asarray(values[t]) for t in node.input if t}
         try:
             got = run_model(_single_node_model(fused, node, feed), feed)
         except Exception:  # noqa: BLE001 - a fused node that does not even run has failed

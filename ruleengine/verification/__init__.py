@@ -15,7 +15,7 @@ refused (AF522), and a MemoryError becomes AF523.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -25,7 +25,7 @@ from ruleengine.diagnostics.model import Diagnostic, Location, Severity
 from ruleengine.errors import AutofusionError, UsageError
 from ruleengine.graph.model import Graph
 from ruleengine.rewrite import verify as numerics
-from ruleengine.rewrite.model import FusedGroup, Verification
+from ruleengine.rewrite.model import FusedGroup, GroupCheck, Verification
 from ruleengine.rewrite.weights import WeightSurvey, external_buffers
 from ruleengine.verification import memory
 
@@ -124,14 +124,23 @@ def verify_fused(
     seed: int,
     safe: bool,
     progress: Callable[[str], None] | None = None,
+    unbound: Collection[int] = (),
 ) -> VerifyOutcome:
-    """Verify ``fused`` against the model at ``path``; in safe mode drop failing groups."""
+    """Verify ``fused`` against the model at ``path``; in safe mode drop failing groups.
+
+    ``unbound`` groups do not fit their kernel's contract: they fail in either mode
+    (safe mode drops them first, found by "contract").
+    """
     if inputs is not None:
         feeds = numerics.load_inputs(inputs, original)
         source = Path(inputs).name
     else:
         feeds = numerics.make_inputs(original, seed=seed, dims=graph.bound_dims)
         source = f"random (seed {seed})"
+    contract_failed = tuple(g for g in groups if g.id in unbound)
+    if contract_failed and safe:
+        groups = tuple(g for g in groups if g.id not in unbound)
+        fused = build(groups)
     try:
         if choice.mode == "per-group":
             outcome = _per_group(
@@ -143,8 +152,40 @@ def verify_fused(
             )
     except MemoryError as exc:
         raise out_of_memory(str(path), exc, choice.mode) from None
+    v = outcome.verification
+    if contract_failed:
+        failed = tuple(
+            GroupCheck(g.id, g.rule, "failed", error=f"contract: {g.contract.reason}")
+            for g in contract_failed
+        )
+        if safe:
+            found = "contract" + (f" + {v.found_by}" if v.found_by else "")
+            v = replace(
+                v,
+                dropped_groups=tuple(sorted((*v.dropped_groups, *(g.id for g in contract_failed)))),
+                found_by=found,
+                groups=tuple(
+                    sorted(
+                        (*(c for c in v.groups if c.group not in unbound), *failed),
+                        key=lambda c: c.group,
+                    )
+                ),
+            )
+            outcome = replace(outcome, dropped=(*contract_failed, *outcome.dropped))
+        else:
+            v = replace(
+                v,
+                ok=False,
+                groups=tuple(
+                    sorted(
+                        (*(c for c in v.groups if c.group not in unbound), *failed),
+                        key=lambda c: c.group,
+                    )
+                ),
+                error=v.error or f"{len(failed)} group(s) do not fit their kernel contract (AF406)",
+            )
     v = replace(
-        outcome.verification,
+        v,
         mode=choice.mode,
         mode_reason=choice.reason,
         estimate_bytes=choice.estimate_bytes,

@@ -90,7 +90,8 @@ def check_groups(
             )
             continue
         try:
-            got = numerics.run_model(numerics._single_node_model(fused, node, feed), feed)
+            node_feed = {t: feed[t] for t in node.input if t}
+            got = numerics.run_model(numerics._single_node_model(fused, node, feed), node_feed)
         except Exception as exc:  # noqa: BLE001 - a fused node that does not run has failed
             if numerics.is_out_of_memory(exc):
                 raise MemoryError(str(exc)) from None

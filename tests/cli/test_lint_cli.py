@@ -15,6 +15,7 @@ import pytest
 from typer.testing import CliRunner
 
 from ruleengine.cli import app
+from tests.rules.helpers import TEST_KERNELS
 
 ROOT = Path(__file__).resolve().parents[2]
 SEED = ROOT / ".." / "shared" / "seed-rules"
@@ -114,7 +115,7 @@ def test_verbose_lists_files_and_rules_on_stderr(tmp_path: Path):
     (tmp_path / "sub" / "a.yaml").write_text(MINIMAL)
     (tmp_path / "b.yml").write_text(MINIMAL.replace("name: r", "name: s").replace("Relu", "Elu"))
     (tmp_path / "notes.txt").write_text("not a rule")
-    res = run("check", "--verbose", tmp_path)
+    res = run("check", "--verbose", "--kernels", TEST_KERNELS, tmp_path)
     assert res.exit_code == 0
     lines = res.stderr.splitlines()
     assert lines == [
@@ -217,7 +218,9 @@ def test_rule_text_on_stdin():
     res = CliRunner().invoke(app, ["verify", "-"], input=MINIMAL.replace("Relu", "relu"))
     assert res.exit_code == 1
     assert res.stdout.startswith("<stdin>:4:13: error AF201 unknown-op-type")
-    ok = CliRunner().invoke(app, ["check", "--strict", "-"], input=MINIMAL)
+    ok = CliRunner().invoke(
+        app, ["check", "--strict", "--kernels", TEST_KERNELS, "-"], input=MINIMAL
+    )
     assert (ok.exit_code, ok.stderr) == (0, "")
 
 
@@ -238,7 +241,7 @@ def test_convert_deep_json_and_colliding_names(tmp_path: Path):
     out = tmp_path / "out"
     assert run("convert", clash, "-o", out).exit_code == 0
     assert sorted(p.name for p in out.iterdir()) == ["a_b.yaml", "a_b_2.yaml"]
-    assert run("check", "--strict", out).exit_code == 0
+    assert run("check", "--strict", "--kernels", TEST_KERNELS, out).exit_code == 0
 
 
 def test_sarif_uris_are_percent_encoded_uri_references(tmp_path: Path, monkeypatch):

@@ -11,6 +11,10 @@ from ruleengine.cli import app
 SHARED = Path(__file__).resolve().parents[2] / ".." / "shared"
 SEED = SHARED / "seed-rules"
 
+# Stub catalog entries for the made-up target_ops of test rules (check --strict would
+# otherwise warn AF402 no-contract on them).
+TEST_KERNELS = str(Path(__file__).resolve().parents[1] / "data" / "kernels")
+
 MINIMAL = "name: r\nmatch:\n  ops:\n    - type: Relu\nrewrite:\n  target_op: R\n"
 
 

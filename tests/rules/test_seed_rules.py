@@ -10,7 +10,7 @@ import pytest
 
 from ruleengine.errors import RuleLoadError
 from ruleengine.rules import lint_paths, load_rule_set
-from tests.rules.helpers import SEED, run_cli
+from tests.rules.helpers import SEED, TEST_KERNELS, run_cli
 
 
 def _codes(result) -> list[str]:
@@ -20,7 +20,7 @@ def _codes(result) -> list[str]:
 def test_conv_add_silu_full_rule_verifies_and_checks_strict_clean():
     f = SEED / "conv_add_silu_fusion.yaml"
     assert run_cli("verify", f).exit_code == 0
-    res = run_cli("check", "--strict", f)
+    res = run_cli("check", "--strict", "--kernels", TEST_KERNELS, f)
     assert res.exit_code == 0, res.stdout
     rule = load_rule_set([f]).rules[0]
     assert rule.name == "Conv_Add_SiLU_Fusion"
@@ -43,7 +43,7 @@ def test_conv_add_silu_full_rule_verifies_and_checks_strict_clean():
 def test_conv_add_swish_branches_has_three_alternatives():
     f = SEED / "conv_add_swish_branches.yaml"
     assert run_cli("verify", f).exit_code == 0
-    assert run_cli("check", "--strict", f).exit_code == 0
+    assert run_cli("check", "--strict", "--kernels", TEST_KERNELS, f).exit_code == 0
     rule = load_rule_set([f]).rules[0]
     assert [[op.type for op in alt.ops] for alt in rule.alternatives] == [
         ["Conv2d", "Add", "Swish"],
@@ -120,7 +120,7 @@ def test_priority_conflict_names_both_rules_and_lines(tmp_path: Path):
     assert run_cli("check", f).exit_code == 1
     raised = tmp_path / "raised.yaml"
     raised.write_text(f.read_text().replace("priority: 1\n", "priority: 2\n", 1))
-    assert run_cli("check", "--strict", raised).exit_code == 0
+    assert run_cli("check", "--strict", "--kernels", TEST_KERNELS, raised).exit_code == 0
     rules = load_rule_set([raised]).by_name()
     assert rules["MatMulRelu"].priority > rules["MatMulReluOptimized"].priority
 
@@ -134,7 +134,7 @@ def test_fusion_rules_json_converts_to_rules_that_verify(tmp_path: Path):
     files = sorted(p.name for p in out.iterdir())
     assert files == ["conv_bn_relu.yaml", "matmul_relu.yaml"]
     assert run_cli("verify", *sorted(out.iterdir())).exit_code == 0
-    assert run_cli("check", "--strict", out).exit_code == 0
+    assert run_cli("check", "--strict", "--kernels", TEST_KERNELS, out).exit_code == 0
     rules = load_rule_set([out]).by_name()
     assert [op.type for op in rules["conv_bn_relu"].ops] == ["Conv", "BatchNormalization", "Relu"]
     assert rules["conv_bn_relu"].ops[1].params == {"training_mode": 0}

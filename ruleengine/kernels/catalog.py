@@ -1,0 +1,206 @@
+"""Load the kernel catalog: kernels/*.yaml (bundled) plus ``--kernels DIR`` folders.
+
+Each file is one entry (schemas/kernel.schema.json). Reference semantics are ONNX
+functions in the ONNX text format: a form gives only ``(inputs) => (outputs) { body }``;
+the name (the kernel), the attribute declarations, the domain ``autofusion`` and the
+overload (the form's name) are added here, so one text states one thing. Every error is
+AF401 with file:line:col; an entry of a user folder replaces the bundled one of the same
+name (a user's own kernel library overrides ours).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from ruleengine.diagnostics import codes
+from ruleengine.diagnostics.model import Diagnostic, Location
+from ruleengine.errors import AutofusionError
+from ruleengine.kernels.model import Binding, Catalog, Form, KernelAttr, KernelEntry, Port
+from ruleengine.resources import data_dir, schema_path
+from ruleengine.rewrite.model import FUSED_DOMAIN
+
+KERNEL_SUFFIXES = (".yaml", ".yml")
+FUNCTION_OPSET = 17  # the opset forms are parsed at; the rewriter sets the model's
+
+
+class CatalogError(AutofusionError):
+    """The kernel catalog cannot be loaded (AF401 diagnostics say where)."""
+
+
+@functools.cache
+def _validator():  # noqa: ANN202 - jsonschema type
+    import jsonschema
+
+    return jsonschema.Draft202012Validator(json.loads(schema_path("kernel").read_text()))
+
+
+def _attr_decl(a: KernelAttr) -> str:
+    """The attribute declaration of a function header: a default makes it typed."""
+    if a.default is None:
+        return a.name
+    kind = {"string": "string", "int": "int", "float": "float", "bool": "int"}.get(a.type)
+    if kind is None:
+        return a.name
+    value = a.default
+    if a.type == "string":
+        value = json.dumps(str(value))
+    elif a.type == "bool":
+        value = int(bool(value))
+    return f"{a.name}: {kind} = {value}"
+
+
+def _parse_function(
+    kernel: str, form: str, attrs: Sequence[KernelAttr], text: str, where: Location
+) -> tuple[bytes, tuple[str, ...], tuple[str, ...]]:
+    import onnx
+    import onnx.parser
+
+    header = (
+        f'<domain: "{FUSED_DOMAIN}", opset_import: ["": {FUNCTION_OPSET}], overload: "{form}">\n'
+    )
+    decl = ", ".join(_attr_decl(a) for a in attrs)
+    source = f"{header}{kernel} {'<' + decl + '> ' if decl else ''}{text.strip()}\n"
+    try:
+        fn = onnx.parser.parse_function(source)
+    except Exception as exc:  # noqa: BLE001 - the parser raises its own error type
+        raise _error(f"kernel {kernel} form {form}: not an ONNX function: {exc}", where) from None
+    return fn.SerializeToString(), tuple(fn.input), tuple(fn.output)
+
+
+def _error(message: str, where: Location | None, hint: str | None = None) -> CatalogError:
+    diag = codes.make("kernel-catalog-invalid", message, where, hint=hint)
+    return CatalogError(message, (diag,))
+
+
+def _bindings(spec: Any) -> tuple[Binding, ...]:
+    items = spec if isinstance(spec, list) else [spec] if spec else []
+    return tuple(
+        Binding(b["op"], int(b.get("nth", 0)), b.get("input"), b.get("output")) for b in items
+    )
+
+
+def _ports(specs: Any) -> tuple[Port, ...] | None:
+    if specs is None:
+        return None
+    return tuple(
+        Port(
+            p["name"],
+            bool(p.get("optional", False)),
+            _bindings(p.get("bind")),
+            p.get("description"),
+        )
+        for p in specs
+    )
+
+
+def load_entry(path: Path) -> KernelEntry:
+    """One catalog file -> a KernelEntry (raises CatalogError with AF401)."""
+    from ruleengine.yamlio import read_documents
+
+    docs, diags = read_documents(path)
+    errors = [d for d in diags if d.severity == "error"]
+    if errors or len(docs) != 1:
+        message = errors[0].message if errors else f"{path} must hold exactly one kernel entry"
+        raise _error(message, errors[0].location if errors else Location(str(path)))
+    doc = docs[0]
+    data = doc.data
+    problems = sorted(_validator().iter_errors(data), key=lambda e: list(e.absolute_path))
+    if problems:
+        err = problems[0]
+        where = doc.marks.value(tuple(err.absolute_path))
+        field = ".".join(str(p) for p in err.absolute_path) or "(top)"
+        raise _error(
+            f"{path.name}: {field}: {err.message}",
+            where,
+            hint="see docs/kernels.md and schemas/kernel.schema.json",
+        )
+    name = data["kernel"]
+    attrs = []
+    for key, spec in (data.get("attributes") or {}).items():
+        source = spec.get("from") or {}
+        attrs.append(
+            KernelAttr(
+                key,
+                spec["type"],
+                tuple(spec["values"]) if "values" in spec else None,
+                spec.get("default"),
+                source.get("op"),
+                source.get("attribute"),
+                spec.get("description"),
+            )
+        )
+    inputs, outputs = _ports(data.get("inputs")), _ports(data.get("outputs"))
+    forms = []
+    for i, f in enumerate(data.get("forms") or ()):
+        where = doc.marks.value(("forms", i, "function"))
+        blob, fin, fout = _parse_function(name, f["name"], attrs, f["function"], where)
+        known_in = {p.name for p in inputs or ()}
+        known_out = {p.name for p in outputs or ()}
+        unknown = [p for p in fin if p not in known_in] + [p for p in fout if p not in known_out]
+        if unknown:
+            raise _error(
+                f"kernel {name} form {f['name']}: {', '.join(unknown)} not among the kernel's "
+                "inputs/outputs",
+                where,
+            )
+        ops = tuple(f["ops"]) if "ops" in f else None
+        forms.append(Form(f["name"], ops, fin, fout, blob))
+    return KernelEntry(
+        name,
+        int(data.get("version", 1)),
+        data.get("description", ""),
+        inputs,
+        outputs,
+        tuple(attrs),
+        tuple(forms),
+        Location(str(path), 1, 1),
+        open_attributes="attributes" not in data,
+    )
+
+
+def _files(folder: Path) -> list[Path]:
+    if not folder.is_dir():
+        raise _error(
+            f"kernel catalog folder {folder} does not exist or is not a directory",
+            Location(str(folder)),
+            hint="pass a folder of kernel YAML files to --kernels",
+        )
+    return sorted(p for p in folder.rglob("*") if p.suffix in KERNEL_SUFFIXES and p.is_file())
+
+
+def load_catalog(folders: Sequence[str | Path] = (), *, bundled: bool = True) -> Catalog:
+    """The bundled catalog, then each folder of ``folders`` (later entries replace)."""
+    entries: dict[str, KernelEntry] = {}
+    sources: list[str] = []
+    roots = ([data_dir("kernels")] if bundled else []) + [Path(f) for f in folders]
+    for root in roots:
+        sources.append(str(root))
+        seen: dict[str, Path] = {}
+        for path in _files(root):
+            entry = load_entry(path)
+            if entry.name in seen:
+                raise _error(
+                    f"kernel {entry.name} defined twice in {root}: {seen[entry.name]} and {path}",
+                    Location(str(path), 1, 1),
+                )
+            seen[entry.name] = path
+            entries[entry.name] = entry
+    return Catalog(tuple(entries[k] for k in sorted(entries)), tuple(sources))
+
+
+@functools.cache
+def bundled_catalog() -> Catalog:
+    return load_catalog()
+
+
+def catalog_for(folders: Sequence[str | Path] = ()) -> Catalog:
+    """The catalog a run uses: the bundled one, extended by ``--kernels`` folders."""
+    return load_catalog(folders) if folders else bundled_catalog()
+
+
+def as_diagnostics(exc: CatalogError) -> tuple[Diagnostic, ...]:
+    return exc.diagnostics

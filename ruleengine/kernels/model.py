@@ -1,0 +1,100 @@
+"""Records of the kernel catalog: what a fused kernel takes, returns and computes.
+
+A catalog entry is the contract between a rule's ``rewrite`` and the kernel generator:
+input ports and outputs (each with where to find its tensor in a matched group),
+typed attributes with their allowed values, and reference semantics as ONNX functions
+("forms", one per structure the kernel accepts). Loaded from data (kernels/*.yaml).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from ruleengine.diagnostics.model import Location
+
+
+@dataclass(frozen=True)
+class Binding:
+    """Where a port's tensor is in a group: input ``input`` (an index, or "external":
+    the first input from outside the group) or output ``output`` of the ``nth`` node of
+    type ``op`` in the group's topological order."""
+
+    op: str
+    nth: int = 0
+    input: int | str | None = None
+    output: int | None = None
+
+
+@dataclass(frozen=True)
+class Port:
+    name: str
+    optional: bool = False
+    bind: tuple[Binding, ...] = ()
+    description: str | None = None
+
+
+@dataclass(frozen=True)
+class KernelAttr:
+    name: str
+    type: str  # string, int, float, bool, ints, floats
+    values: tuple[Any, ...] | None = None  # allowed values (None: any of the type)
+    default: Any = None
+    from_op: str | None = None  # bound from this op of the group ...
+    from_attribute: str | None = None  # ... its attribute of this name (default: name)
+    description: str | None = None
+
+
+@dataclass(frozen=True)
+class Form:
+    """One structure the kernel accepts and what it computes on it (an ONNX function)."""
+
+    name: str
+    ops: tuple[str, ...] | None  # the group's op types, in order (None: any)
+    inputs: tuple[str, ...]  # port names the function takes, in order
+    outputs: tuple[str, ...]
+    function: bytes  # serialized FunctionProto (domain autofusion, overload = name)
+
+
+@dataclass(frozen=True)
+class KernelEntry:
+    name: str
+    version: int
+    description: str
+    inputs: tuple[Port, ...] | None  # None: any inputs (the group's, in first-use order)
+    outputs: tuple[Port, ...] | None
+    attributes: tuple[KernelAttr, ...]
+    forms: tuple[Form, ...]  # empty: no reference semantics
+    location: Location | None = None
+    open_attributes: bool = False  # no ``attributes`` section: any attribute is accepted
+
+    def attribute(self, name: str) -> KernelAttr | None:
+        return next((a for a in self.attributes if a.name == name), None)
+
+
+@dataclass(frozen=True)
+class Catalog:
+    entries: tuple[KernelEntry, ...]
+    sources: tuple[str, ...] = ()
+
+    def get(self, name: str) -> KernelEntry | None:
+        return next((e for e in self.entries if e.name == name), None)
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(e.name for e in self.entries)
+
+
+@dataclass(frozen=True)
+class Contract:
+    """A group's contract as bound: the entry, the form, the port tensors, the outcome."""
+
+    entry: str | None  # None: no catalog entry
+    version: int | None = None
+    form: str | None = None
+    ports: tuple[tuple[str, str], ...] = ()  # (port, tensor) for bound inputs and outputs
+    attributes: tuple[tuple[str, Any], ...] = ()
+    status: str = "no-contract"  # bound, no-reference, unbound, no-contract
+    reason: str | None = None
+    source: str | None = None
+    verified: str = "not at all"  # whole model, per group, not at all

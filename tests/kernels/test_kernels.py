@@ -1,0 +1,125 @@
+"""Before/Expected per catalog kernel: a small graph of what each kernel's bundled rule
+matches (Before) is fused; Expected: one node calling the kernel, whose function body is
+the catalog's reference semantics (not the matched subgraph), and which computes what the
+Before graph computes (onnxruntime, whole model and per group)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import onnx
+import onnx.parser
+import pytest
+
+from ruleengine.kernels.catalog import bundled_catalog
+from ruleengine.pipeline import fuse
+from ruleengine.rules import load_rule_set
+
+CONV = "float[1,4,8,8] x, float[8,4,3,3] w, float[8] b"
+BN = "float[8] s, float[8] bb, float[8] mu, float[8] var"
+BN_NODE = "bn = BatchNormalization <epsilon: float = 0.001> (c, s, bb, mu, var)"
+MM = "float[2,6,16] x, float[16,32] w, float[32] b"
+GELU_ERF = """
+    r2 = Constant <value = float {1.4142135}> ()
+    d = Div(h, r2)
+    e = Erf(d)
+    one = Constant <value = float {1.0}> ()
+    a = Add(e, one)
+    m = Mul(h, a)
+    half = Constant <value = float {0.5}> ()
+    y = Mul(m, half)"""
+
+# kernel -> (graph inputs, output type, body); the output is always y
+BEFORE = {
+    "ConvBNRelu": (f"{CONV}, {BN}", "float[1,8,8,8]",
+                   f"c = Conv <pads = [1,1,1,1]> (x, w, b)\n    {BN_NODE}\n    y = Relu(bn)"),
+    "ConvBNSiLU": (CONV, "float[1,8,8,8]",
+                   "c = Conv <pads = [1,1,1,1]> (x, w, b)\n    sg = Sigmoid(c)\n    y = Mul(c, sg)"),  # noqa: E501
+    "ConvBN": (f"{CONV}, {BN}", "float[1,8,6,6]",
+               "c = Conv (x, w, b)\n    y = BatchNormalization <epsilon: float = 0.001> (c, s, bb, mu, var)"),  # noqa: E501
+    "ConvAdd": (f"{CONV}, float[1,8,8,8] res", "float[1,8,8,8]",
+                "c = Conv <pads = [1,1,1,1]> (x, w, b)\n    y = Add(c, res)"),
+    "ConvAddRelu": (f"{CONV}, float[1,8,4,4] res", "float[1,8,4,4]",
+                    "c = Conv <pads = [1,1,1,1], strides = [2,2]> (x, w, b)\n    a = Add(c, res)\n    y = Relu(a)"),  # noqa: E501
+    "ConvBNGelu": (CONV, "float[1,8,8,8]",
+                   "h = Conv <pads = [1,1,1,1]> (x, w, b)" + GELU_ERF),
+    "ConvReluMaxPool": (CONV, "float[1,8,4,4]",
+                        "c = Conv <pads = [1,1,1,1]> (x, w, b)\n    r = Relu(c)\n"
+                        "    y = MaxPool <kernel_shape = [3,3], strides = [2,2], pads = [1,1,1,1]> (r)"),  # noqa: E501
+    "BNRelu": (f"float[1,8,6,6] c, {BN}", "float[1,8,6,6]", f"{BN_NODE}\n    y = Relu(bn)"),
+    "MatMulAdd": (MM, "float[2,6,32]", "m = MatMul(x, w)\n    y = Add(m, b)"),
+    "MatMulBiasRelu": (MM, "float[2,6,32]", "m = MatMul(x, w)\n    a = Add(m, b)\n    y = Relu(a)"),
+    "MatMulBiasSwish": (MM, "float[2,6,32]",
+                        "m = MatMul(x, w)\n    a = Add(m, b)\n    sg = Sigmoid(a)\n    y = Mul(a, sg)"),  # noqa: E501
+    "MatMulBiasGelu": ("float[2,6,16] x, float[16,32] w", "float[2,6,32]", """m = MatMul(x, w)
+    three = Constant <value = float {3.0}> ()
+    p = Pow(m, three)
+    k = Constant <value = float {0.044715}> ()
+    pk = Mul(p, k)
+    s = Add(m, pk)
+    c = Constant <value = float {0.7978845608}> ()
+    sc = Mul(s, c)
+    t = Tanh(sc)
+    one = Constant <value = float {1.0}> ()
+    a = Add(t, one)
+    half = Constant <value = float {0.5}> ()
+    mh = Mul(m, half)
+    y = Mul(mh, a)"""),
+    "Gelu": ("float[2,6,32] h", "float[2,6,32]", GELU_ERF.strip()),
+    "Swish": ("float[2,6,32] x", "float[2,6,32]", "sg = Sigmoid(x)\n    y = Mul(x, sg)"),
+    "AddLayerNorm": ("float[2,6,32] p, float[2,6,32] q, float[32] g, float[32] be", "float[2,6,32]",
+                     "sum = Add(p, q)\n    y = LayerNormalization <axis = -1, epsilon: float = 0.00001> (sum, g, be)"),  # noqa: E501
+    "MatMulTranspose": (f"{MM}, int64[4] shape", "float[2,4,6,8]",
+                        "m = MatMul(x, w)\n    a = Add(m, b)\n    r = Reshape(a, shape)\n"
+                        "    y = Transpose <perm = [0,2,1,3]> (r)"),
+}  # fmt: skip
+
+
+def _model(kernel: str, tmp: Path) -> Path:
+    inputs, out, body = BEFORE[kernel]
+    text = f"""<ir_version: 9, opset_import: ["" : 18]>
+before ({inputs}) => ({out} y) {{
+    {body}
+}}"""
+    model = onnx.parser.parse_model(text)
+    if kernel == "MatMulTranspose":  # the target shape is a constant, as exporters write it
+        shape = onnx.helper.make_tensor("shape", onnx.TensorProto.INT64, [4], [2, 6, 4, 8])
+        model.graph.initializer.append(shape)
+        kept = [i for i in model.graph.input if i.name != "shape"]
+        del model.graph.input[:]
+        model.graph.input.extend(kept)
+    onnx.checker.check_model(model, full_check=True)
+    path = tmp / f"{kernel}.onnx"
+    onnx.save(model, str(path))
+    return path
+
+
+def _rules_for(kernel: str) -> list[str]:
+    return [r.name for r in load_rule_set([], preset="all").rules if r.rewrite.target_op == kernel]
+
+
+def test_every_kernel_with_semantics_has_a_before_graph():
+    assert {e.name for e in bundled_catalog().entries if e.forms} == set(BEFORE)
+
+
+@pytest.mark.parametrize("kernel", sorted(BEFORE))
+def test_before_expected(kernel, tmp_path):
+    path = _model(kernel, tmp_path)
+    entry = bundled_catalog().get(kernel)
+    for mode in ("whole", "per-group"):
+        result = fuse(path, enable=_rules_for(kernel), verify=True, verify_mode=mode)
+        groups = result.plan.groups
+        assert [g.target_op for g in groups] == [kernel], groups
+        contract = groups[0].contract
+        assert contract.status == "bound", contract.reason
+        assert contract.verified == ("whole model" if mode == "whole" else "per group")
+        assert result.plan.verification.ok
+    node = next(n for n in result.fused_model.graph.node if n.domain == "autofusion")
+    fn = next(
+        f for f in result.fused_model.functions if (f.name, f.overload) == (kernel, node.overload)
+    )
+    form = next(f for f in entry.forms if f.name == contract.form)
+    expected = onnx.FunctionProto.FromString(form.function)
+    assert [n.op_type for n in fn.node] == [n.op_type for n in expected.node]
+    assert list(node.input) == [t for t in node.input if t]  # ports, not every group input
+    assert {a.name for a in node.attribute} <= {a.name for a in entry.attributes}

@@ -1,0 +1,152 @@
+"""Wrong-kernel mutants of bundled rules are caught; the unmutated rules pass.
+
+Each mutant is a bundled rule with one thing wrong about its kernel: the activation, the
+target_op, or the port binding. It must be caught by `check --strict` or by `fuse
+--verify` / `--safe` on a dev model where the rule matches; the unmutated rule passes all
+three there.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from ruleengine.cli import app
+from ruleengine.errors import RuleLoadError
+from ruleengine.pipeline import fuse
+
+ROOT = Path(__file__).resolve().parents[2]
+MODELS = ROOT.parent / "shared" / "models"
+
+
+def _rule(tmp: Path, rel: str, *edits: tuple[str, str]) -> Path:
+    text = (ROOT / "rules" / rel).read_text()
+    for old, new in edits:
+        assert old in text, old
+        text = text.replace(old, new)
+    path = tmp / Path(rel).name
+    path.write_text(text)
+    return path
+
+
+def _check(path: Path) -> tuple[int, str]:
+    res = CliRunner().invoke(app, ["check", "--strict", "--format", "json", str(path)])
+    return res.exit_code, res.stdout
+
+
+def _passes_all_three(rule: Path, model: Path) -> None:
+    code, out = _check(rule)
+    assert code == 0, out
+    verified = fuse(model, [rule], verify=True).plan
+    assert verified.verification.ok and verified.groups
+    assert all(g.contract.verified == "whole model" for g in verified.groups)
+    safe = fuse(model, [rule], safe=True, verify_mode="per-group").plan
+    assert safe.verification.ok and not safe.verification.dropped_groups
+
+
+def _caught_by_fuse(rule: Path, model: Path, **kw) -> None:
+    v = fuse(model, [rule], verify=True, **kw).plan.verification
+    assert not v.ok
+    safe = fuse(model, [rule], safe=True, **kw).plan
+    assert safe.verification.dropped_groups and not safe.groups
+
+
+def test_wrong_activation_is_caught_by_check(tmp_path):
+    good = _rule(tmp_path, "cnn/conv_bn_relu.yaml")
+    _passes_all_three(good, MODELS / "resnet18-narrow.ts-keepbn.onnx")
+    bad = _rule(tmp_path, "cnn/conv_bn_relu.yaml", ("activation: relu", "activation: gelu"))
+    code, out = _check(bad)
+    assert code == 1 and "AF404" in out and "ConvBNRelu takes activation in [relu]" in out
+    with pytest.raises(RuleLoadError):  # fuse refuses it too
+        fuse(MODELS / "resnet18-narrow.ts-keepbn.onnx", [bad])
+
+
+def test_misspelt_attribute_gets_did_you_mean(tmp_path):
+    bad = _rule(tmp_path, "cnn/conv_bn_relu.yaml", ("activation: relu", "activaton: relu"))
+    code, out = _check(bad)
+    assert code == 1 and "AF403" in out and "did you mean 'activation'" in out
+
+
+@pytest.mark.parametrize(
+    ("rel", "edits", "model"),
+    [
+        (  # the MatMul+GELU rule naming the MatMul+bias+ReLU kernel
+            "transformer/matmul_bias_gelu.yaml",
+            (("target_op: MatMulBiasGelu", "target_op: MatMulBiasRelu"),
+             ("activation: gelu", "activation: relu")),
+            "families/gemma-tiny.dynamo.onnx",
+        ),
+        (  # Conv+SiLU naming the Conv+ReLU kernel
+            "cnn/conv_bn_silu.yaml",
+            (("target_op: ConvBNSiLU", "target_op: ConvBNRelu"),
+             ("activation: silu", "activation: relu")),
+            "families/mobilevit-xxs.dynamo.onnx",
+        ),
+    ],
+)  # fmt: skip
+def test_wrong_target_op_is_caught_by_fuse(tmp_path, rel, edits, model):
+    _passes_all_three(_rule(tmp_path, rel), MODELS / model)
+    bad = _rule(tmp_path, rel, *edits)
+    assert _check(bad)[0] == 0  # consistent on paper: only the model shows it
+    _caught_by_fuse(bad, MODELS / model)
+    v = fuse(MODELS / model, [bad], verify=True, verify_mode="per-group").plan.verification
+    assert all(c.status == "failed" and "contract" in c.error for c in v.groups)
+
+
+USER_KERNEL = """\
+kernel: MatMulAct
+version: 1
+inputs:
+  - {name: X, bind: {op: MatMul, input: 0}}
+  - {name: W, bind: {op: MatMul, input: 1}}
+outputs:
+  - {name: Y, bind: {op: Mul, nth: -1, output: 0}}
+attributes:
+  activation: {type: string, values: [relu, gelu]}
+forms:
+  - name: matmul_relu
+    function: |
+      (X, W) => (Y) {
+        m = MatMul(X, W)
+        Y = Relu(m)
+      }
+"""
+
+
+def test_wrong_kernel_that_fits_is_caught_numerically(tmp_path):
+    """A user catalog (--kernels) whose kernel accepts any structure binds the GELU groups:
+    the kernel runs, and verification finds that it computes ReLU, not GELU."""
+    kernels = tmp_path / "kernels"
+    kernels.mkdir()
+    (kernels / "MatMulAct.yaml").write_text(USER_KERNEL)
+    bad = _rule(
+        tmp_path,
+        "transformer/matmul_bias_gelu.yaml",
+        ("target_op: MatMulBiasGelu", "target_op: MatMulAct"),
+    )
+    res = CliRunner().invoke(app, ["check", "--strict", "--kernels", str(kernels), str(bad)])
+    assert res.exit_code == 0, res.stdout
+    model = MODELS / "families" / "gemma-tiny.dynamo.onnx"
+    v = fuse(model, [bad], verify=True, verify_mode="per-group", kernels=[kernels])
+    checks = v.plan.verification.groups
+    assert checks and all(c.status == "failed" and c.outputs for c in checks)
+    assert all(g.contract.status == "bound" for g in v.plan.groups)
+    _caught_by_fuse(bad, model, kernels=[kernels])
+
+
+def test_permuted_ports_are_caught_by_check(tmp_path):
+    """Ports are bound by the catalog; a rule binding them itself (here X and W swapped)
+    is refused by check (and by fuse)."""
+    model = MODELS / "families" / "electra-tiny.dynamo.onnx"
+    _passes_all_three(_rule(tmp_path, "transformer/matmul_bias.yaml"), model)
+    ports = (
+        "  inputs:\n    - {from_op: 0, output_idx: 0, input_port: 1}\n"
+        "    - {from_op: 1, output_idx: 0, input_port: 0}\n  attributes:"
+    )
+    bad = _rule(tmp_path, "transformer/matmul_bias.yaml", ("  attributes:", ports))
+    code, out = _check(bad)
+    assert code == 1 and out.count("AF405") == 2 and "binds its ports" in out
+    with pytest.raises(RuleLoadError):
+        fuse(model, [bad])
