@@ -507,12 +507,12 @@ _CODES: tuple[CodeInfo, ...] = (
         "AF405",
         "kernel-port-binding",
         _E,
-        "rewrite.inputs tries to bind input ports of a kernel whose catalog entry binds "
-        "its ports itself.",
-        "A rewrite.inputs entry {from_op, output_idx, input_port} names an output of a "
-        "matched op: a tensor produced inside the group, which can never feed a kernel input "
-        "port. The catalog entry says which group tensor feeds each port (a permuted or "
-        "out-of-range port is therefore always caught here).",
+        "rewrite.inputs binds a port the kernel does not have, binds one port twice, or "
+        "binds a port to a tensor produced inside the group.",
+        "An entry {from_op, input_idx, input_port} feeds kernel input port input_port with "
+        "the tensor op from_op reads on input input_idx; an entry with output_idx names a "
+        "matched op's output, a tensor inside the group, which never feeds a kernel input "
+        "port. Without rewrite.inputs the catalog entry binds the ports itself.",
         "name: a\nmatch:\n  ops:\n    - type: MatMul\n    - type: Add\nrewrite:\n"
         "  target_op: MatMulAdd\n  inputs:\n    - {from_op: 0, output_idx: 0, input_port: 1}\n",
         command="check",

@@ -1,10 +1,10 @@
 """Bind a fused group to its kernel contract: which tensor feeds each port, which form
 (reference semantics) applies, which attribute values the call carries.
 
-Ports bind by the catalog's binding (``check`` refuses a rule's ``rewrite.inputs`` for a
-kernel with ports: it names matched ops' outputs, tensors inside the group). A port always
-binds a tensor from outside the group; every tensor leaving the group must be an output
-of the kernel.
+Ports bind from the rule's ``rewrite.inputs`` where an entry names one with
+``input_idx`` (port ``input_port`` <- the tensor pattern op ``from_op`` reads on input
+``input_idx``), else by the catalog's binding. A port always binds a tensor from outside
+the group; every tensor leaving the group must be an output of the kernel.
 """
 
 from __future__ import annotations
@@ -47,6 +47,22 @@ def _resolve(graph: Graph, nodes: Sequence[str], produced: set[str], b: Binding)
     if k < len(node.inputs) and node.inputs[k] and node.inputs[k] not in produced:
         return node.inputs[k]
     return None
+
+
+def _rule_port(graph: Graph, group: Any, rule: Rule, index: int) -> tuple[bool, str | None]:
+    """(named by rewrite.inputs with input_idx, its tensor) for input port ``index``."""
+    entry = next(
+        (e for e in rule.rewrite.inputs if e.input_port == index and e.input_idx is not None),
+        None,
+    )
+    if entry is None:
+        return False, None
+    bindings = group.scored.candidate.bindings
+    if not 0 <= entry.from_op < len(bindings) or not bindings[entry.from_op]:
+        return True, None
+    first = min(bindings[entry.from_op], key=lambda n: graph.node(n).index)
+    ins = graph.node(first).inputs
+    return True, ins[entry.input_idx] if entry.input_idx < len(ins) else None
 
 
 def attribute_values(
@@ -93,11 +109,17 @@ def bind(graph: Graph, group: Any, rule: Rule, entry: KernelEntry) -> tuple[Call
     produced = {t for n in nodes for t in graph.node(n).outputs if t}
     ins: dict[str, str] = {}
     problems: list[str] = []
-    for port in entry.inputs or ():
-        tensor = next((t for b in port.bind if (t := _resolve(graph, nodes, produced, b))), None)
-        if tensor is not None:
+    for i, port in enumerate(entry.inputs or ()):
+        named, tensor = _rule_port(graph, group, rule, i)
+        if not named:
+            tensor = next(
+                (t for b in port.bind if (t := _resolve(graph, nodes, produced, b))), None
+            )
+        if tensor is not None and tensor in produced:
+            problems.append(f"port {port.name} bound to {tensor}, produced inside the group")
+        elif tensor is not None:
             ins[port.name] = tensor
-        elif not port.optional:
+        elif not port.optional or named:
             problems.append(f"input port {port.name} binds no tensor of the group")
     outs: dict[str, str] = {}
     for port in entry.outputs or ():

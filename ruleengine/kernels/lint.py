@@ -42,76 +42,96 @@ def lint_rules(rules: Sequence[Rule], catalog: Catalog) -> list[Diagnostic]:
     """Every finding of the rules' rewrites against the catalog."""
     out: list[Diagnostic] = []
     for rule in rules:
-        rw = rule.rewrite
-        where = rw.location or rule.location
-        entry = catalog.get(rw.target_op)
-        if entry is None:
+        targets = [rule.rewrite.target_op]
+        targets += [a.target_op for a in rule.alternatives if a.target_op]
+        for target in dict.fromkeys(targets):
+            out += _lint_one(rule, target, catalog)
+    return out
+
+
+def _lint_one(rule: Rule, target: str, catalog: Catalog) -> list[Diagnostic]:
+    """The findings of one rule against one kernel it names (its own or a branch's)."""
+    out: list[Diagnostic] = []
+    rw = rule.rewrite
+    where = rw.location or rule.location
+    entry = catalog.get(target)
+    if entry is None:
+        return [
+            codes.make(
+                "no-contract",
+                f"rule {rule.name}: target_op {target} has no kernel catalog entry: "
+                "no contract, the plan cannot be verified",
+                where,
+                hint=f"{_mean(target, catalog.names)}add kernels/{target}.yaml "
+                "(docs/kernels.md) or pass --kernels DIR",
+            )
+        ]
+    names = [a.name for a in entry.attributes]
+    for key, value in rw.attributes.items() if not entry.open_attributes else ():
+        a = entry.attribute(key)
+        if a is None:
             out.append(
                 codes.make(
-                    "no-contract",
-                    f"rule {rule.name}: target_op {rw.target_op} has no kernel catalog entry: "
-                    "no contract, the plan cannot be verified",
+                    "unknown-kernel-attribute",
+                    f"rule {rule.name}: kernel {entry.name} has no attribute {key!r}",
                     where,
-                    hint=f"{_mean(rw.target_op, catalog.names)}add kernels/{rw.target_op}.yaml "
-                    "(docs/kernels.md) or pass --kernels DIR",
+                    hint=f"{_mean(key, names)}its attributes: {', '.join(names) or 'none'}",
                 )
             )
             continue
-        names = [a.name for a in entry.attributes]
-        for key, value in rw.attributes.items() if not entry.open_attributes else ():
-            a = entry.attribute(key)
-            if a is None:
-                out.append(
-                    codes.make(
-                        "unknown-kernel-attribute",
-                        f"rule {rule.name}: kernel {entry.name} has no attribute {key!r}",
-                        where,
-                        hint=f"{_mean(key, names)}its attributes: {', '.join(names) or 'none'}",
-                    )
+        plain = list(value) if isinstance(value, tuple) else value
+        if not _type_ok(a, plain):
+            out.append(
+                codes.make(
+                    "kernel-attribute-value",
+                    f"rule {rule.name}: attribute {key} of kernel {entry.name} is a {a.type}, "
+                    f"not {plain!r}",
+                    where,
+                    hint=f"give a {a.type}",
                 )
-                continue
-            plain = list(value) if isinstance(value, tuple) else value
-            if not _type_ok(a, plain):
-                out.append(
-                    codes.make(
-                        "kernel-attribute-value",
-                        f"rule {rule.name}: attribute {key} of kernel {entry.name} is a {a.type}, "
-                        f"not {plain!r}",
-                        where,
-                        hint=f"give a {a.type}",
-                    )
-                )
-            elif a.values is not None and plain not in a.values:
-                shown = ", ".join(map(str, a.values))
-                out.append(
-                    codes.make(
-                        "kernel-attribute-value",
-                        f"rule {rule.name}: kernel {entry.name} takes {key} in [{shown}], "
-                        f"not {plain!r}",
-                        where,
-                        hint=f"{_mean(str(plain), [str(v) for v in a.values])}"
-                        f"a rule computing something else names another kernel",
-                    )
-                )
-        if entry.inputs is None or not rw.inputs:
-            continue
-        ports = [p.name for p in entry.inputs]
-        for item in rw.inputs:
-            name = ports[item.input_port] if item.input_port < len(ports) else None
-            what = (
-                f"port {item.input_port} ({name})"
-                if name
-                else f"port {item.input_port}, but kernel {entry.name} has {len(ports)} input ports"
             )
+        elif a.values is not None and plain not in a.values:
+            shown = ", ".join(map(str, a.values))
+            out.append(
+                codes.make(
+                    "kernel-attribute-value",
+                    f"rule {rule.name}: kernel {entry.name} takes {key} in [{shown}], "
+                    f"not {plain!r}",
+                    where,
+                    hint=f"{_mean(str(plain), [str(v) for v in a.values])}"
+                    f"a rule computing something else names another kernel",
+                )
+            )
+    if entry.inputs is None or not rw.inputs:
+        return out
+    ports = [p.name for p in entry.inputs]
+    seen: set[int] = set()
+    for item in rw.inputs:
+        place = item.location or where
+        name = ports[item.input_port] if item.input_port < len(ports) else None
+        problem = None
+        if name is None:
+            problem = (
+                f"binds port {item.input_port}, but kernel {entry.name} has "
+                f"{len(ports)} input ports ({', '.join(ports)})"
+            )
+        elif item.input_port in seen:
+            problem = f"binds port {item.input_port} ({name}) twice"
+        elif item.input_idx is None:
+            problem = (
+                f"binds port {item.input_port} ({name}) to output {item.output_idx} of op "
+                f"{item.from_op}, a tensor produced inside the group; a kernel input "
+                "port takes a tensor from outside it (input_idx names one)"
+            )
+        seen.add(item.input_port)
+        if problem:
             out.append(
                 codes.make(
                     "kernel-port-binding",
-                    f"rule {rule.name}: rewrite.inputs binds {what} to output "
-                    f"{item.output_idx} of op {item.from_op}, a tensor produced inside the "
-                    "group; a kernel input port takes a tensor from outside it",
-                    item.location or where,
-                    hint=f"drop rewrite.inputs: kernel {entry.name} binds its ports "
-                    f"({', '.join(ports)}) itself (kernels/{entry.name}.yaml)",
+                    f"rule {rule.name}: rewrite.inputs {problem}",
+                    place,
+                    hint=f"kernel {entry.name}'s ports: {', '.join(ports)} "
+                    f"(kernels/{entry.name}.yaml binds them when rewrite.inputs is left out)",
                 )
             )
     return out

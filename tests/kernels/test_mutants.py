@@ -69,30 +69,37 @@ def test_misspelt_attribute_gets_did_you_mean(tmp_path):
     assert code == 1 and "AF403" in out and "did you mean 'activation'" in out
 
 
-@pytest.mark.parametrize(
-    ("rel", "edits", "model"),
-    [
-        (  # the MatMul+GELU rule naming the MatMul+bias+ReLU kernel
-            "transformer/matmul_bias_gelu.yaml",
-            (("target_op: MatMulBiasGelu", "target_op: MatMulBiasRelu"),
-             ("activation: gelu", "activation: relu")),
-            "families/gemma-tiny.dynamo.onnx",
-        ),
-        (  # Conv+SiLU naming the Conv+ReLU kernel
-            "cnn/conv_bn_silu.yaml",
-            (("target_op: ConvBNSiLU", "target_op: ConvBNRelu"),
-             ("activation: silu", "activation: relu")),
-            "families/mobilevit-xxs.dynamo.onnx",
-        ),
-    ],
-)  # fmt: skip
-def test_wrong_target_op_is_caught_by_fuse(tmp_path, rel, edits, model):
-    _passes_all_three(_rule(tmp_path, rel), MODELS / model)
-    bad = _rule(tmp_path, rel, *edits)
+def test_wrong_target_op_is_caught_by_fuse(tmp_path):
+    """The MatMul+GELU rule naming the MatMul+bias+ReLU kernel (attributes made consistent,
+    so check passes): no form of MatMulBiasRelu fits its groups; --verify fails, --safe
+    drops them."""
+    rel, model = "transformer/matmul_bias_gelu.yaml", MODELS / "families/gemma-tiny.dynamo.onnx"
+    _passes_all_three(_rule(tmp_path, rel), model)
+    bad = _rule(
+        tmp_path,
+        rel,
+        ("target_op: MatMulBiasGelu", "target_op: MatMulBiasRelu"),
+        ("activation: gelu", "activation: relu"),
+    )
     assert _check(bad)[0] == 0  # consistent on paper: only the model shows it
-    _caught_by_fuse(bad, MODELS / model)
-    v = fuse(MODELS / model, [bad], verify=True, verify_mode="per-group").plan.verification
+    _caught_by_fuse(bad, model)
+    v = fuse(model, [bad], verify=True, verify_mode="per-group").plan.verification
     assert all(c.status == "failed" and "contract" in c.error for c in v.groups)
+
+
+def test_wrong_target_op_with_its_activation_is_caught_by_check(tmp_path):
+    """Conv+SiLU naming the Conv+ReLU kernel: its BN-less branch's kernel ConvSiLU then
+    gets activation relu, which check refuses; the unmutated rule passes all three."""
+    rel, model = "cnn/conv_bn_silu.yaml", MODELS / "families/mobilevit-xxs.dynamo.onnx"
+    _passes_all_three(_rule(tmp_path, rel), model)
+    bad = _rule(
+        tmp_path,
+        rel,
+        ("target_op: ConvBNSiLU", "target_op: ConvBNRelu"),
+        ("activation: silu", "activation: relu"),
+    )
+    code, out = _check(bad)
+    assert code == 1 and "AF404" in out and "ConvSiLU takes activation in [silu]" in out
 
 
 USER_KERNEL = """\
@@ -136,17 +143,28 @@ def test_wrong_kernel_that_fits_is_caught_numerically(tmp_path):
     _caught_by_fuse(bad, model, kernels=[kernels])
 
 
-def test_permuted_ports_are_caught_by_check(tmp_path):
-    """Ports are bound by the catalog; a rule binding them itself (here X and W swapped)
-    is refused by check (and by fuse)."""
+def test_permuted_ports_are_caught_by_fuse(tmp_path):
+    """rewrite.inputs with input_idx binds kernel ports; X and W swapped is valid on paper
+    (check passes) and caught when the kernel runs."""
     model = MODELS / "families" / "electra-tiny.dynamo.onnx"
-    _passes_all_three(_rule(tmp_path, "transformer/matmul_bias.yaml"), model)
-    ports = (
-        "  inputs:\n    - {from_op: 0, output_idx: 0, input_port: 1}\n"
-        "    - {from_op: 1, output_idx: 0, input_port: 0}\n  attributes:"
+    entries = (
+        "  inputs:\n    - {from_op: 0, input_idx: %d, input_port: 0}\n"
+        "    - {from_op: 0, input_idx: %d, input_port: 1}\n  attributes:"
     )
-    bad = _rule(tmp_path, "transformer/matmul_bias.yaml", ("  attributes:", ports))
+    good = _rule(tmp_path, "transformer/matmul_bias.yaml", ("  attributes:", entries % (0, 1)))
+    _passes_all_three(good, model)
+    bad = _rule(tmp_path, "transformer/matmul_bias.yaml", ("  attributes:", entries % (1, 0)))
+    assert _check(bad)[0] == 0
+    _caught_by_fuse(bad, model)
+
+
+def test_ports_bound_to_inner_tensors_or_out_of_range_fail_check(tmp_path):
+    inner = "  inputs:\n    - {from_op: 0, output_idx: 0, input_port: 1}\n  attributes:"
+    bad = _rule(tmp_path, "transformer/matmul_bias.yaml", ("  attributes:", inner))
     code, out = _check(bad)
-    assert code == 1 and out.count("AF405") == 2 and "binds its ports" in out
+    assert code == 1 and "AF405" in out and "produced inside the group" in out
+    far = "  inputs:\n    - {from_op: 0, input_idx: 0, input_port: 7}\n  attributes:"
+    code, out = _check(_rule(tmp_path, "transformer/matmul_bias.yaml", ("  attributes:", far)))
+    assert code == 1 and "AF405" in out and "has 3 input ports" in out
     with pytest.raises(RuleLoadError):
-        fuse(model, [bad])
+        fuse(MODELS / "families" / "electra-tiny.dynamo.onnx", [bad])
