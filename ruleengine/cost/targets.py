@@ -85,38 +85,35 @@ MAX_NUMBER = 1e18  # above every byte count, core count, bandwidth or flop rate 
 MAX_INT_DIGITS = 19
 
 
-def _out_of_range(data: Any, where: str = "") -> str | None:
-    """The dotted path of the first number above ``MAX_NUMBER`` in magnitude (or None)."""
-    if isinstance(data, int | float) and not isinstance(data, bool) and abs(data) > MAX_NUMBER:
+def _first(data: Any, bad: Any, where: str = "") -> str | None:
+    """The dotted path of the first number in ``data`` for which ``bad`` holds (or None)."""
+    if isinstance(data, int | float) and not isinstance(data, bool) and bad(data):
         return where or "(top level)"
-    if isinstance(data, dict):
-        for key, value in data.items():
-            found = _out_of_range(value, f"{where}.{key}" if where else str(key))
-            if found:
-                return found
-    if isinstance(data, list):
-        for i, value in enumerate(data):
-            found = _out_of_range(value, f"{where}[{i}]")
-            if found:
-                return found
+    items = (
+        data.items()
+        if isinstance(data, dict)
+        else enumerate(data)
+        if isinstance(data, list)
+        else ()
+    )
+    for key, value in items:
+        sub = (
+            f"{where}[{key}]" if isinstance(data, list) else f"{where}.{key}" if where else str(key)
+        )
+        found = _first(value, bad, sub)
+        if found:
+            return found
     return None
 
 
-def _non_finite(data: Any, where: str = "") -> str | None:
-    """The dotted path of the first NaN or infinite number in ``data`` (None if none)."""
-    if isinstance(data, float) and not math.isfinite(data):
-        return where or "(top level)"
-    if isinstance(data, dict):
-        for key, value in data.items():
-            found = _non_finite(value, f"{where}.{key}" if where else str(key))
-            if found:
-                return found
-    if isinstance(data, list):
-        for i, value in enumerate(data):
-            found = _non_finite(value, f"{where}[{i}]")
-            if found:
-                return found
-    return None
+def _out_of_range(data: Any) -> str | None:
+    """The first number above ``MAX_NUMBER`` in magnitude."""
+    return _first(data, lambda v: abs(v) > MAX_NUMBER)
+
+
+def _non_finite(data: Any) -> str | None:
+    """The first NaN or infinite number."""
+    return _first(data, lambda v: isinstance(v, float) and not math.isfinite(v))
 
 
 def load_target(name_or_path: str | Path) -> Target:
