@@ -13,6 +13,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 import signal
+import threading
 from collections.abc import Sequence
 from dataclasses import replace
 
@@ -73,6 +74,9 @@ def find_candidates_parallel(graph: Graph, rule_set: RuleSet, jobs: int) -> Matc
         jobs <= 1
         or len(graph.nodes) < PARALLEL_FROM_NODES
         or "fork" not in multiprocessing.get_all_start_methods()
+        # A fork while another thread holds a lock leaves the child waiting on it for
+        # ever (seen as a hung worker after onnxruntime or solver threads had run).
+        or threading.active_count() > 1
     ):
         return find_candidates(graph, rule_set)
     global _WORK

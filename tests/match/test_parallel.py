@@ -31,3 +31,23 @@ def test_rules_are_split_into_balanced_chunks() -> None:
     chunks = parallel._split(rules, 3)
     assert sorted(r.name for c in chunks for r in c) == sorted(r.name for r in rules)
     assert len(chunks) == 3
+
+
+def test_matching_stays_serial_while_another_thread_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+    import threading
+
+    graph = graph_from_model(decoder_stack(1))
+    rule_set = load_rule_set([], preset="all")
+    monkeypatch.setattr(parallel, "PARALLEL_FROM_NODES", 0)
+    forked: list[bool] = []
+    monkeypatch.setattr(parallel.multiprocessing, "get_context", lambda *_: forked.append(True))
+    release = threading.Event()
+    other = threading.Thread(target=release.wait)
+    other.start()
+    try:
+        result = parallel.find_candidates_parallel(graph, rule_set, 2)
+    finally:
+        release.set()
+        other.join()
+    assert not forked
+    assert result.candidates == find_candidates(graph, rule_set).candidates
