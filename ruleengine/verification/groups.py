@@ -156,9 +156,20 @@ def _subgraph_model(
         n = onnx.NodeProto()
         n.CopyFrom(p)
         nodes.append(n)
+    return _model_like(model, nodes, "group", feed, outputs)
+
+
+def _model_like(
+    model: onnx.ModelProto,
+    nodes: Sequence[onnx.NodeProto],
+    name: str,
+    feed: Mapping[str, object],
+    outputs: Sequence[str],
+) -> onnx.ModelProto:
+    """A model of ``nodes`` fed by ``feed``, with ``model``'s opsets, IR version and functions."""
     graph = helper.make_graph(
         nodes,
-        "group",
+        name,
         [_value_info(t, v) for t, v in feed.items()],
         [onnx.ValueInfoProto(name=t) for t in outputs],
     )
@@ -231,15 +242,7 @@ def _upstream_values(
         if tensor_nbytes(t) > CONE_BUDGET_BYTES:
             return {}
         feed[name] = tensor_array(t, model_dir)
-    sub = helper.make_graph(
-        order,
-        "upstream",
-        [_value_info(t, v) for t, v in feed.items()],
-        [onnx.ValueInfoProto(name=t) for t in names],
-    )
-    cone = helper.make_model(sub, opset_imports=list(model.opset_import))
-    cone.ir_version = model.ir_version
-    cone.functions.extend(model.functions)
+    cone = _model_like(model, order, "upstream", feed, names)
     try:
         return numerics.run_model(cone, feed)
     except Exception:  # noqa: BLE001 - best effort: the groups get made-up values instead
