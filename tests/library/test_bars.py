@@ -45,18 +45,6 @@ KNOWN_SHORT: dict[tuple[str, str], str] = {
         "68.7% captured; largest unfused edges MatMul->Gather 5%, "
         "LayerNormalization->MatMul 4%, Transpose->Slice 4%"
     ),
-    ("ghostnet-narrow.dynamo.onnx", "epilogue"): (
-        "19.8% less traffic, bar 22.4%; largest unfused edges Concat->Conv 15%, "
-        "Relu->Conv 11%, Relu->Concat 9%"
-    ),
-    ("ghostnet-narrow.ts.onnx", "epilogue"): (
-        "27.1% less traffic, bar 27.7%; largest unfused edges Slice->Conv 12%, "
-        "Relu->Conv 9%, Relu->Concat 7%"
-    ),
-    ("gptj-tiny.dynamo.onnx", "coverage"): (
-        "77.8% captured; largest unfused edges LayerNormalization->MatMul 5%, "
-        "MatMul->Slice 2%, Concat->Transpose 2%"
-    ),
     ("gptj-tiny.ts.onnx", "coverage"): (
         "78.7% captured; largest unfused edges LayerNormalization->MatMul 4%, "
         "MatMul->Slice 2%, Concat->Transpose 2%"
@@ -74,21 +62,17 @@ KNOWN_SHORT: dict[tuple[str, str], str] = {
     ("opt-tiny.ts.onnx", "coverage"): (
         "71.6% captured; largest unfused edges MatMul->Add 8%, Add->Add 5%, Add->Transpose 3%"
     ),
-    ("pythia-tiny.dynamo.onnx", "coverage"): (
-        "66.9% captured; largest unfused edges Split->Slice 6%, Transpose->Split 4%, "
-        "LayerNormalization->MatMul 4%"
-    ),
     ("pythia-tiny.ts.onnx", "coverage"): (
         "61.8% captured; largest unfused edges Transpose->Slice 11%, Slice->Slice 6%, "
         "LayerNormalization->MatMul 3%"
     ),
     ("stablelm-tiny.dynamo.onnx", "coverage"): (
-        "65.0% captured; largest unfused edges Transpose->Slice 6%, "
-        "LayerNormalization->MatMul 5%, MatMul->Transpose 3%"
+        "78.1% captured; largest unfused edges LayerNormalization->MatMul 8%, Add->Add 3%, "
+        "Concat->MatMul 2%"
     ),
     ("stablelm-tiny.ts.onnx", "coverage"): (
-        "66.3% captured; largest unfused edges Transpose->Slice 6%, "
-        "LayerNormalization->MatMul 5%, MatMul->Transpose 3%"
+        "78.8% captured; largest unfused edges LayerNormalization->MatMul 8%, Add->Add 3%, "
+        "Concat->MatMul 2%"
     ),
     ("light_bvlc_alexnet.onnx", "epilogue"): (
         "2.0% less traffic, bar 3.9%; largest unfused edges Relu->LRN 25%, LRN->MaxPool "

@@ -51,6 +51,7 @@ ALIAS = {
     "layernorm": "LayerNorm",
     "rmsnorm": "RMSNorm",
     "softmax": "Softmax",
+    "rope": "RotaryEmbedding",
 }
 
 
