@@ -8,7 +8,7 @@ import os
 import signal
 import threading
 from collections.abc import Callable, Iterator
-from typing import TypeVar
+from typing import Any, TypeVar
 
 T = TypeVar("T")
 
@@ -29,6 +29,29 @@ def paused_gc() -> Iterator[None]:
     finally:
         if enabled:
             gc.enable()
+
+
+_LIBC: Any = None
+
+
+def release_memory() -> None:
+    """Hand the C heap's free pages back to the system (glibc's ``malloc_trim``).
+
+    Protobuf messages and ONNX's C++ shape inference live on the C heap; once freed,
+    glibc keeps their pages, and the Python objects built next come from separate
+    arenas, so the process's peak RSS would count both. ~20 ms on a 2048-layer stack;
+    a no-op where there is no glibc."""
+    global _LIBC
+    if _LIBC is None:
+        try:
+            import ctypes
+
+            _LIBC = ctypes.CDLL("libc.so.6")
+            _LIBC.malloc_trim.argtypes = [ctypes.c_size_t]
+        except (OSError, AttributeError):
+            _LIBC = False
+    if _LIBC:
+        _LIBC.malloc_trim(0)
 
 
 class Terminated(KeyboardInterrupt):

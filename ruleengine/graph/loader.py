@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import heapq
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -23,8 +24,8 @@ from onnx import AttributeProto, TensorProto, helper, numpy_helper
 from ruleengine.diagnostics.model import Diagnostic, Location, Severity
 from ruleengine.errors import GraphLoadError
 from ruleengine.graph.model import Graph, Node, Tensor
-from ruleengine.graph.propagate import resolve_shapes
-from ruleengine.runtime import paused_gc
+from ruleengine.graph.propagate import TypeReader, resolve_shapes
+from ruleengine.runtime import paused_gc, release_memory
 
 # Constant tensors with at most this many elements keep their values (for param checks).
 SMALL_CONST_NUMEL = 64
@@ -209,13 +210,17 @@ def _show_shape(shape: tuple) -> str:
 
 
 def _infer(
-    model: onnx.ModelProto, where: str, opset: int, folder: Path | None = None
+    model: onnx.ModelProto,
+    where: str,
+    opset: int,
+    folder: Path | None = None,
+    reader: TypeReader | None = None,
 ) -> tuple[dict[str, tuple[int, tuple | None]], tuple[Diagnostic, ...]]:
     """Shapes of every tensor (``propagate.resolve_shapes``); ``model``'s declared
     value_info has been taken out (exporters often leave ``unk__`` symbols there) and is
     merged back in ``graph_from_model``. On failure, keep what is declared."""
     try:
-        return resolve_shapes(model, opset, folder=folder), ()
+        return resolve_shapes(model, opset, folder=folder, reader=reader), ()
     except Exception as exc:  # noqa: BLE001 - keep what the model declares
         last = exc
     msg = (
@@ -244,7 +249,10 @@ def _py(value: Any) -> Any:
     if isinstance(value, bytes):
         return value.decode("utf-8", errors="replace")
     if isinstance(value, np.ndarray):
-        return tuple(_py(v) for v in value.reshape(-1).tolist())
+        flat = value.reshape(-1).tolist()
+        if value.dtype.kind in "biufc":  # tolist() gave plain Python numbers already
+            return tuple(flat)
+        return tuple(_py(v) for v in flat)
     if isinstance(value, np.generic):
         return value.item()
     if isinstance(value, (list, tuple)):
@@ -260,7 +268,7 @@ def _py(value: Any) -> Any:
 
 
 def _small_array(t: TensorProto) -> np.ndarray | None:
-    numel = int(np.prod(t.dims)) if len(t.dims) else 1
+    numel = math.prod(t.dims)
     if numel > SMALL_CONST_NUMEL or t.data_location == TensorProto.EXTERNAL:
         return None
     try:
@@ -434,7 +442,8 @@ def load_graph(
     dims = dict(dims or {})
     with paused_gc():  # ~10^6 long-lived objects, no cycles: full collections only cost
         model = read_model(path)
-        return graph_from_model(model, dims, where, input_shapes)
+        # the model is ours alone: bound and inferred in place, no copy
+        return _build(model, dims, where, input_shapes, owned=True)
 
 
 def graph_from_model(
@@ -443,20 +452,43 @@ def graph_from_model(
     where: str = "<model>",
     input_shapes: Mapping[str, Sequence[int]] | None = None,
 ) -> Graph:
-    """Build the ``Graph`` of an in-memory model (tests and the bench use this directly)."""
+    """Build the ``Graph`` of an in-memory model (tests and the bench use this directly);
+    ``model`` is not modified."""
+    return _build(model, dims, where, input_shapes, owned=False)
+
+
+def _build(
+    model: onnx.ModelProto,
+    dims: Mapping[str, int] | None,
+    where: str,
+    input_shapes: Mapping[str, Sequence[int]] | None,
+    owned: bool,
+) -> Graph:
+    """``graph_from_model``; an ``owned`` model (nobody else holds it) is bound, stripped
+    of value_info and inferred in place instead of in a copy."""
     dims = dict(dims or {})
-    model_copy = onnx.ModelProto()
-    model_copy.CopyFrom(model)
-    implied = _bind_input_shapes(model_copy, dict(input_shapes or {}), where)
     user_dims = dict(dims)
+    # symbolic dim names as the model declares them (before any binding below)
+    declared = (
+        {
+            d.dim_param
+            for vi in (*model.graph.input, *model.graph.output, *model.graph.value_info)
+            for d in vi.type.tensor_type.shape.dim
+            if d.HasField("dim_param")
+        }
+        if user_dims
+        else set()
+    )
+    opsets = {o.domain or "": int(o.version) for o in model.opset_import}
+    if owned:
+        model_copy = model
+    else:
+        model_copy = onnx.ModelProto()
+        model_copy.CopyFrom(model)
+    del model  # from here on, only the (bound, stripped) copy
+    implied = _bind_input_shapes(model_copy, dict(input_shapes or {}), where)
     dims = {**implied, **dims}
     _bind_dims(model_copy, dims)
-    declared = {
-        d.dim_param
-        for vi in (*model.graph.input, *model.graph.output, *model.graph.value_info)
-        for d in vi.type.tensor_type.shape.dim
-        if d.HasField("dim_param")
-    }
     pre_warn = tuple(
         _diag(
             "bad-dim",
@@ -468,20 +500,25 @@ def graph_from_model(
         for name in sorted(user_dims)
         if name not in declared
     )
-    opsets = {o.domain or "": int(o.version) for o in model.opset_import}
     if "ai.onnx" in opsets and "" not in opsets:
         opsets[""] = opsets["ai.onnx"]
     opset = opsets.get("", 0)
     g = model_copy.graph
-    declared_inputs = {vi.name: _shape_of(vi.type) for vi in g.input}
+    reader = TypeReader()  # each distinct TypeProto converted once
+    declared_inputs: dict[str, tuple | None] = {}
+    for vi in g.input:
+        got = reader.read(vi.type)
+        declared_inputs[vi.name] = None if got is None else got[1]
     # Declared types: value_info, then inputs/outputs, then initializers (the truth).
     types: dict[str, tuple[str | None, tuple | None]] = {}
     for vi in (*g.value_info, *g.output, *g.input):
-        if vi.type.HasField("tensor_type"):
-            types[vi.name] = (_dtype_name(vi.type.tensor_type.elem_type), _shape_of(vi.type))
+        got = reader.read(vi.type)
+        if got is not None:
+            types[vi.name] = (_dtype_name(got[0]), got[1])
     del g.value_info[:]  # inferred afresh; merged back below where they know more
     folder = None if where.startswith("<") else Path(where).resolve().parent
-    inferred, warnings = _infer(model_copy, where, opset, folder)
+    inferred, warnings = _infer(model_copy, where, opset, folder, reader)
+    release_memory()  # the inferred copy and ONNX's C++ model are gone: return their pages
     warnings = pre_warn + warnings
     for name, (elem, shape) in inferred.items():
         old = types.get(name)
@@ -492,11 +529,14 @@ def graph_from_model(
     init_names: set[str] = set()
     const_values: dict[str, tuple] = {}
     for init in g.initializer:
-        init_names.add(init.name)
-        types[init.name] = (_dtype_name(init.data_type), tuple(int(d) for d in init.dims))
-        arr = _small_array(init)
-        if arr is not None:
-            const_values[init.name] = tuple(_py(arr))
+        name = init.name
+        init_names.add(name)
+        init_dims = tuple(init.dims)
+        types[name] = (_dtype_name(init.data_type), init_dims)
+        if math.prod(init_dims) <= SMALL_CONST_NUMEL:  # else _small_array is None
+            arr = _small_array(init)
+            if arr is not None:
+                const_values[name] = tuple(_py(arr))
     for sp in g.sparse_initializer:
         init_names.add(sp.values.name)
         types[sp.values.name] = (_dtype_name(sp.values.data_type), tuple(int(d) for d in sp.dims))
@@ -510,6 +550,7 @@ def graph_from_model(
     ops_l = [n.op_type for n in protos]
     dom_l = [n.domain or "" for n in protos]
     attr_l = [list(n.attribute) for n in protos]
+    src_names = [n.name for n in protos]
     names, renamed = _unique_names(protos)
     # Nodes sharing a name are never fused: the plan and the fused model name nodes by
     # their name in the model, and a made-up one (name__2) would point at nothing.
@@ -552,12 +593,12 @@ def graph_from_model(
     edges: dict[int, set[int]] = {}
     indeg = [0] * len(protos)
     opaque: list[bool] = []
-    hidden: list[set[str]] = []
+    graph_attrs = (AttributeProto.GRAPH, AttributeProto.GRAPHS)
     for i in range(len(protos)):
         sub_refs: set[str] = set()
         has_body = False
         for a in attr_l[i]:
-            if a.type in (AttributeProto.GRAPH, AttributeProto.GRAPHS):
+            if a.type in graph_attrs:
                 for sub in (*([a.g] if a.type == AttributeProto.GRAPH else []), *a.graphs):
                     has_body = True
                     sub_refs |= _outer_refs(sub)
@@ -565,14 +606,12 @@ def graph_from_model(
             has_body
             or ops_l[i] in CONTROL_FLOW
             or dom_l[i] not in KNOWN_DOMAINS
-            or protos[i].name in shared
+            or src_names[i] in shared
         )
+        name_i = names[i]
         reads = [(t, port) for port, t in enumerate(ins_l[i]) if t]
-        if sub_refs:
-            hidden.append(sub_refs - set(ins_l[i]))
-            reads += [(t, -1) for t in sorted(hidden[-1])]
-        else:
-            hidden.append(set())
+        if sub_refs:  # hidden consumers: what a body reads from the enclosing scope
+            reads += [(t, -1) for t in sorted(sub_refs - set(ins_l[i]))]
         for t, port in reads:
             if t not in known:
                 if port == -1:  # a body reads an outer name nothing defines: not our problem
@@ -584,9 +623,14 @@ def graph_from_model(
                     where,
                     "the model is truncated or was edited by hand; re-export it",
                 )
-            consumers.setdefault(t, []).append((names[i], port))
-            if t in producer:
-                j = producer[t][0]
+            users = consumers.get(t)
+            if users is None:
+                consumers[t] = [(name_i, port)]
+            else:
+                users.append((name_i, port))
+            prod = producer.get(t)
+            if prod is not None:
+                j = prod[0]
                 if j == i:
                     raise _fail(
                         "cycle",
@@ -594,8 +638,12 @@ def graph_from_model(
                         where,
                         "ONNX graphs must be acyclic",
                     )
-                if i not in edges.setdefault(j, set()):
-                    edges[j].add(i)
+                succ = edges.get(j)
+                if succ is None:
+                    edges[j] = {i}
+                    indeg[i] += 1
+                elif i not in succ:
+                    succ.add(i)
                     indeg[i] += 1
     order = _toposort(names, edges, indeg)
     if len(order) != len(protos):
@@ -611,8 +659,9 @@ def graph_from_model(
 
     # Constant node outputs are constants too (with small values kept).
     const_nodes: set[str] = set()
-    for n in protos:
-        if n.op_type == "Constant" and (n.domain or "") in ("", "ai.onnx") and n.output:
+    for i, op in enumerate(ops_l):
+        if op == "Constant" and dom_l[i] in ("", "ai.onnx") and outs_l[i]:
+            n = protos[i]
             const_nodes.add(n.output[0])
             for a in n.attribute:
                 val = _attr_value(a)
@@ -627,15 +676,23 @@ def graph_from_model(
 
     shapes = {k: v[1] for k, v in types.items()}
     nodes: list[Node] = []
+    attr_values: dict[bytes, Any] = {}  # a repeated attribute is converted once
     for i in order:
         domain = dom_l[i]
         dom_opset = opsets.get(domain, opsets.get("ai.onnx" if domain == "" else domain, opset))
         attrs = _schema_defaults(ops_l[i], domain, dom_opset) if not opaque[i] else {}
         for a in attr_l[i]:
-            attrs[a.name] = _attr_value(a)
+            if a.type in (AttributeProto.GRAPH, AttributeProto.GRAPHS):
+                attrs[a.name] = _attr_value(a)
+                continue
+            key = a.SerializeToString()
+            val = attr_values.get(key, attr_values)
+            if val is attr_values:
+                val = attr_values[key] = _attr_value(a)
+            attrs[a.name] = val
         _spatial_defaults(ops_l[i], attrs, ins_l[i], shapes)
         nodes.append(
-            Node(
+            Node.built(
                 name=names[i],
                 op_type=ops_l[i],
                 domain=domain,
@@ -645,9 +702,18 @@ def graph_from_model(
                 index=topo[i],
                 opaque=opaque[i],
                 source_index=i,
-                source_name=protos[i].name,
+                source_name=src_names[i],
+                compile_time=False,
             )
         )
+
+    graph_name = g.name or Path(where).stem
+    # Nothing more is read from the protobuf: let it go before the tensors are built (a
+    # model read by ``load_graph`` has no other holder), with the loop variables that
+    # reference its sub-messages.
+    del model_copy, g, protos, attr_l
+    vi = init = sp = n = a = sub = None  # noqa: F841
+    release_memory()
 
     foldable = _const_foldable(nodes, init_names | const_nodes, shapes)
     compile_time = tuple(
@@ -664,10 +730,10 @@ def graph_from_model(
     outputs_set = set(graph_outputs)
     for t in sorted(all_tensors):
         dtype, shape = types.get(t, (None, None))
-        if shape is not None and any(isinstance(d, str) for d in shape):
+        if dims and shape is not None and any(isinstance(d, str) for d in shape):
             shape = tuple(dims.get(d, d) if isinstance(d, str) else d for d in shape)
         prod = producer.get(t)
-        tensors[t] = Tensor(
+        tensors[t] = Tensor.built(
             name=t,
             dtype=dtype,
             shape=shape,
@@ -683,7 +749,7 @@ def graph_from_model(
         )
     node_index = {n.name: n for n in nodes}
     return Graph(
-        name=g.name or Path(where).stem,
+        name=graph_name,
         nodes=tuple(nodes),
         tensors=MappingProxyType(tensors),
         inputs=graph_inputs,

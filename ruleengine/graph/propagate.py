@@ -366,28 +366,93 @@ def infer(model: onnx.ModelProto) -> onnx.ModelProto:
     return onnx.shape_inference.infer_shapes(model, data_prop=_symbolic_inputs(model))
 
 
+class TypeReader:
+    """``(elem_type, type_shape)`` of TypeProtos, converted once per distinct type: a
+    stack of identical layers has a handful of distinct types for 10^5 tensors, and one
+    serialization (C) + a dict lookup is far cheaper than reading each dim in Python."""
+
+    def __init__(self) -> None:
+        self._seen: dict[bytes, tuple[int, tuple | None] | None] = {}
+
+    def read(self, tp: onnx.TypeProto) -> tuple[int, tuple | None] | None:
+        """None when ``tp`` is no tensor type (sequence, optional, map)."""
+        key = tp.SerializeToString()
+        try:
+            return self._seen[key]
+        except KeyError:
+            pass
+        out = (tp.tensor_type.elem_type, type_shape(tp)) if tp.HasField("tensor_type") else None
+        self._seen[key] = out
+        return out
+
+
+def _external_ints(model: onnx.ModelProto, folder: Path | None) -> dict[int, Value]:
+    """Small integer initializers kept in external data, by position, read from the
+    model's folder (``_external_int_value``)."""
+    out: dict[int, Value] = {}
+    if folder is None:
+        return out
+    for k, init in enumerate(model.graph.initializer):
+        if init.data_location == TensorProto.EXTERNAL and init.data_type in _INT_TYPES:
+            v = _external_int_value(init, folder)
+            if v is not None:
+                out[k] = v
+    return out
+
+
+def _infer_with_values(model: onnx.ModelProto, inline: Mapping[int, Value]) -> onnx.ModelProto:
+    """``infer`` with the ``inline`` initializers' values written into them for the
+    duration of the call (then restored: ``model`` is left as it was), so ONNX's
+    whole-graph inference reads shape vectors kept in external data itself instead of
+    leaving every tensor after the first Reshape to the per-node pass."""
+    if not inline:
+        return infer(model)
+    inits = model.graph.initializer
+    saved: dict[int, TensorProto] = {}
+    try:
+        for k, v in inline.items():
+            saved[k] = TensorProto()
+            saved[k].CopyFrom(inits[k])
+            inits[k].CopyFrom(numpy_helper.from_array(np.asarray(v), inits[k].name))
+        return infer(model)
+    finally:
+        for k, tp in saved.items():
+            inits[k].CopyFrom(tp)
+
+
 def resolve_shapes(
     model: onnx.ModelProto,
     opset: int,
     stats: dict[str, Any] | None = None,
     folder: Path | None = None,
+    reader: TypeReader | None = None,
 ) -> dict[str, tuple[int, tuple | None]]:
     """Every tensor's type: ONNX's whole-graph inference, then, only where a shape is
     still not static, one topological pass that computes small values (shape vectors)
     and re-infers each such node with ONNX's per-node inference given those values.
     ``model`` has no value_info and is not modified. Returns name -> (ONNX element type,
     shape as ``type_shape`` gives it)."""
-    inferred = infer(model)
+    reader = reader or TypeReader()
+    external = _external_ints(model, folder)
+    inferred = _infer_with_values(model, external)
     g = inferred.graph
+    # name -> TypeProto for the per-node pass; initializers' are built only when read
     types: dict[str, onnx.TypeProto] = {}
+    out: dict[str, tuple[int, tuple | None]] = {}
     for vi in (*g.input, *g.value_info, *g.output):
-        if vi.type.HasField("tensor_type"):
-            types[vi.name] = vi.type
+        tp = vi.type
+        got = reader.read(tp)
+        if got is not None:
+            types[vi.name] = tp
+            out[vi.name] = got
+    init_types: dict[str, tuple[int, tuple[int, ...]]] = {}
     for init in g.initializer:
-        types[init.name] = helper.make_tensor_type_proto(init.data_type, list(init.dims))
-    shapes = {name: type_shape(tp) for name, tp in types.items()}
+        init_types[init.name] = got = (init.data_type, tuple(init.dims))
+        types.pop(init.name, None)
+        out[init.name] = got
     reinferred = improved = 0
-    if not all(_static(s) for s in shapes.values()):
+    if not all(_static(s) for _, s in out.values()):
+        shapes = {name: s for name, (_, s) in out.items()}
         values: dict[str, Value] = {}
         for init in g.initializer:
             v = _inline_value(init)
@@ -402,15 +467,23 @@ def resolve_shapes(
                 continue
             if not all(_static(shapes.get(t)) for t in node.output if t):
                 reinferred += 1
+                for t in node.input:
+                    if t in init_types and t not in types:
+                        elem, dims = init_types[t]
+                        types[t] = helper.make_tensor_type_proto(elem, list(dims))
                 improved += _reinfer(node, types, shapes, values, protos, imports, opset)
             if len(node.output) == 1:
                 v = _node_value(node, values, shapes, opset)
                 if v is not None:
                     values[node.output[0]] = v
+        for name, s in shapes.items():  # improved ones (and new ones, in pass order)
+            old = out.get(name)
+            if old is None or s is not old[1]:
+                out[name] = (types[name].tensor_type.elem_type, s)
     if stats is not None:
         stats["reinferred"] = reinferred
         stats["improved"] = improved
-    return {name: (tp.tensor_type.elem_type, shapes[name]) for name, tp in types.items()}
+    return out
 
 
 def _reinfer(
