@@ -188,3 +188,33 @@ def test_const_foldable_follows_constants_and_static_shapes() -> None:
     folded = {t.name for t in g.tensors.values() if t.const_foldable}
     assert folded == {"k", "xs", "cat"}
     assert not g.tensors["cat"].is_constant  # `const` in rules stays strict
+
+
+def test_loader_records_equal_their_constructor_and_stay_frozen(tmp_path: Path) -> None:
+    """Node/Tensor are built without their __init__ (speed): each must be exactly the
+    record the constructor gives, and as immutable; load_graph (in place, no copy) and
+    graph_from_model (on a copy) give the same graph and leave the model untouched."""
+    import dataclasses
+
+    m = _model(
+        [
+            helper.make_node("Softmax", ["x"], ["s"], name="sm", axis=-1),
+            helper.make_node("Mul", ["s", "c"], ["y"], name="mul"),
+        ],
+        {"x": [2, 4]},
+        {"y": [2, 4]},
+        [numpy_helper.from_array(np.full((4,), 2.0, np.float32), "c")],
+    )
+    before = m.SerializeToString()
+    g = graph_from_model(m)
+    assert m.SerializeToString() == before
+    for rec in (*g.nodes, *g.tensors.values()):
+        same = type(rec)(**{f.name: getattr(rec, f.name) for f in dataclasses.fields(rec)})
+        assert rec == same and repr(rec) == repr(same) and type(rec) is type(same)
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            rec.name = "other"  # type: ignore[misc]
+    assert g.tensors["c"].const_value == (2.0, 2.0, 2.0, 2.0)
+    assert g.node("sm").attributes["axis"] == -1
+    onnx.save(m, str(tmp_path / "m.onnx"))
+    h = load_graph(tmp_path / "m.onnx")
+    assert h.nodes == g.nodes and dict(h.tensors) == dict(g.tensors)
