@@ -31,13 +31,20 @@ def match_type(node: Node) -> str:
     return OPAQUE_MARKER if node.opaque else node.op_type
 
 
-def build_facts(graph: Graph, prog: Program) -> list[Fact]:
-    """Every fact of ``prog``'s predicates for ``graph``, in a deterministic order."""
-    return list(_iter_facts(graph, prog))
+def build_facts(graph: Graph, prog: Program, only: set[str] | None = None) -> list[Fact]:
+    """Every fact of ``prog``'s predicates for ``graph``, in a deterministic order.
+
+    ``only``: the facts whose nodes are all in this set (the memo's window); a shared
+    input still counts every reader in the graph."""
+    return list(_iter_facts(graph, prog, only))
 
 
-def _iter_facts(graph: Graph, prog: Program) -> Iterator[Fact]:
-    ntype = {n.name: match_type(n) for n in graph.nodes}
+def _iter_facts(graph: Graph, prog: Program, only: set[str] | None = None) -> Iterator[Fact]:
+    nodes = graph.nodes if only is None else [n for n in graph.nodes if n.name in only]
+    if only is None:
+        ntype = {n.name: match_type(n) for n in graph.nodes}
+    else:
+        ntype = _LazyTypes(graph)
     # opaque nodes also match sets naming their real op type only via @opaque
     by_src: dict[str, list[tuple[str, frozenset[str]]]] = defaultdict(list)
     for pred, (src, dst) in sorted(prog.edge_preds.items()):
@@ -45,7 +52,7 @@ def _iter_facts(graph: Graph, prog: Program) -> Iterator[Fact]:
             by_src[t].append((pred, dst))
     # typed edges, in topological order of the producer
     if by_src:
-        for node in graph.nodes:
+        for node in nodes:
             preds = by_src.get(ntype[node.name])
             if not preds:
                 continue
@@ -56,28 +63,34 @@ def _iter_facts(graph: Graph, prog: Program) -> Iterator[Fact]:
                 if tensor is None:
                     continue
                 for consumer, port in tensor.consumers:
-                    if port < 0:
+                    if port < 0 or (only is not None and consumer not in only):
                         continue
                     ctype = ntype[consumer]
                     for pred, dst in preds:
                         if ctype in dst:
                             yield (pred, (node.name, consumer, port))
     for pred, types in sorted(prog.node_preds.items()):
-        for node in graph.nodes:
+        for node in nodes:
             if ntype[node.name] in types:
                 yield (pred, (node.name,))
     if prog.tin_types:
-        for name in sorted(graph.tensors):
+        names = (
+            sorted(graph.tensors)
+            if only is None
+            else sorted({t for n in nodes for t in n.inputs if t in graph.tensors})
+        )
+        for name in names:
             tensor = graph.tensors[name]
             if tensor.is_constant:
                 continue  # a composite's shared input is an activation, never a weight
             readers = [(c, p) for c, p in tensor.consumers if p >= 0 and ntype[c] in prog.tin_types]
             if len(readers) >= 2:
                 for c, p in readers:
-                    yield ("tin", (c, p, name))
+                    if only is None or c in only:
+                        yield ("tin", (c, p, name))
     if prog.cin_types and prog.const_keys:
         rtol = const_rtol()
-        for node in graph.nodes:
+        for node in nodes:
             if ntype[node.name] not in prog.cin_types:
                 continue
             for port, t in enumerate(node.inputs):
@@ -90,3 +103,15 @@ def _iter_facts(graph: Graph, prog: Program) -> Iterator[Fact]:
                 for key, want in prog.const_keys.items():
                     if abs(value - want) <= rtol * max(abs(value), abs(want)):
                         yield ("cin", (node.name, port, key))
+
+
+class _LazyTypes(dict):
+    """node name -> match type, computed on first use (the window reads few nodes)."""
+
+    def __init__(self, graph: Graph) -> None:
+        super().__init__()
+        self._graph = graph
+
+    def __missing__(self, name: str) -> str:
+        value = self[name] = match_type(self._graph.node(name))
+        return value

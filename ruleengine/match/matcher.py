@@ -46,13 +46,23 @@ def find_candidates(
     *,
     aliases: Mapping[str, OpAlias] | None = None,
     stats: dict[str, float] | None = None,
+    memo: bool | None = None,
 ) -> MatchResult:
     """Every binding of every enabled rule to ``graph`` (overlaps included), plus near misses.
 
     ``stats``, when given, receives per-step seconds (compile, facts, datalog, check) and
-    the fact count, for the benchmark.
+    the fact count, for the benchmark. ``memo``: match repeated structures once
+    (``match.memo``; the same result); None: when the graph is large enough to pay.
     """
+    from ruleengine.match import memo as memo_mod
+
     with paused_gc():
+        if memo or (memo is None and memo_mod.memo_applies(graph)):
+            found = memo_mod.find_memo(
+                graph, rule_set, default_aliases() if aliases is None else aliases, stats
+            )
+            if found is not None:
+                return found
         return _find(graph, rule_set, aliases, stats)
 
 

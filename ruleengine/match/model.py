@@ -36,17 +36,31 @@ class Candidate:
         return (self.rule, self.nodes, self.alternative)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class NearMiss:
     """A structural match that a Python-side check rejected; kept so `explain` can say why.
 
     ``code`` is a stable reason code, e.g. ``intermediate-escapes``, ``input-count``,
     ``output-count``, ``param-mismatch`` (shape-computed params), ``dynamic-shape``.
+    A subclass may compute ``reason`` on first read (``match.memo``); equality and hashing
+    are by value whatever the class.
     """
 
     candidate: Candidate
     code: str
     reason: str
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, NearMiss):
+            return NotImplemented
+        return (self.candidate, self.code, self.reason) == (
+            other.candidate,
+            other.code,
+            other.reason,
+        )
+
+    def __hash__(self) -> int:
+        return hash((self.candidate, self.code, self.reason))
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from ruleengine.graph.model import Graph
+from ruleengine.match.memo import memo_applies
 from ruleengine.match.model import MatchResult
 from ruleengine.rules.model import Rule, RuleSet
 
@@ -77,6 +78,9 @@ def find_candidates_parallel(graph: Graph, rule_set: RuleSet, jobs: int) -> Matc
         # A fork while another thread holds a lock leaves the child waiting on it for
         # ever (seen as a hung worker after onnxruntime or solver threads had run).
         or threading.active_count() > 1
+        # a repeated structure is matched once (match.memo): the rest is translation,
+        # cheaper than forking and sending every translated binding back
+        or memo_applies(graph)
     ):
         return find_candidates(graph, rule_set)
     global _WORK

@@ -1,0 +1,727 @@
+"""Matching once per repeated structure: the repeated-layer memo.
+
+A decoder stack repeats one layer hundreds of times; matching every copy finds the same
+bindings under other names. Here every node gets a *signature*: its op type, domain,
+attributes, match type, and for each input and output tensor its dtype, shape, constness
+(also through Identity/Cast), const value, graph input/output flags, consumer count and
+*where its neighbours are*, as index offsets (the producer of an input is 7 nodes
+before, the readers of an output are 2 and 9 nodes after). Two nodes ``r`` and
+``v = r + d`` whose neighbourhoods of radius ``R`` have equal signatures node by node
+(node ``x`` near ``r`` and node ``x + d`` near ``v``) have isomorphic neighbourhoods
+under the translation ``x -> x + d``, everything the matcher reads included. ``R`` is the
+largest distance, in a rule's own pattern, from the op a binding starts with (its
+*anchor*) to any other op, plus one hop for the Python-side checks (consumers of
+outputs, producers of inputs). So every binding anchored at ``v`` is the translation of
+a binding anchored at ``r``, with the same check outcome, and vice versa.
+
+How: a Weisfeiler-Lehman colouring of ``R`` rounds over the signatures groups nodes into
+classes (cheap, numpy); within a class, each member's neighbourhood is *verified*
+against the representative's (signature equality at every offset of the ball, numpy);
+a member that fails becomes a representative of its own. pyDatalog then runs on the
+facts of the union of the representatives' balls only, the bindings anchored at each
+representative are built and checked in Python as before, and each member's bindings
+are the representative's, translated. The merged result is exactly the unmemoised one
+(same candidates, same near misses, same order; ``tests/match/test_memo.py``); a near
+miss's reason (it names nodes) is computed on first read.
+
+Where the translation cannot be trusted, the memo steps aside rule by rule: a rule whose
+clauses have a part not connected to the anchor, or that reads a fact through a *hub*
+tensor (more than ``HUB`` readers, e.g. a mask computed once and read by every layer,
+whose edges would join far-apart layers in one binding), is matched on the whole graph
+as before. A graph with little repetition (more representatives than half the nodes)
+is matched the plain way too.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+
+from ruleengine.graph.model import Graph
+from ruleengine.match.compile import PAD, Concrete, Program, compile_rule_set, program_text
+from ruleengine.match.facts import build_facts, match_type
+from ruleengine.match.model import Candidate, MatchResult, NearMiss
+from ruleengine.ops.model import OpAlias
+from ruleengine.rules.model import RuleSet
+
+# A tensor read by more than this many nodes is a hub: its readers are not neighbours of
+# each other or of its producer (a mask read by 2,048 layers would make every layer one
+# neighbourhood); it is referred to by identity instead.
+HUB = 8
+# Below this many nodes the memo costs more than it saves (classes, verification).
+MEMO_FROM_NODES = 3000
+# The memo is given up when the representatives' balls cover more than this share of
+# the graph (little repetition: plain matching is cheaper).
+MAX_COVER = 0.5
+
+
+# ---------------------------------------------------------------- rule radius
+
+
+def clause_radius(conc: Concrete) -> int | None:
+    """Hops from the clause's first head node (the anchor) to its farthest node, over the
+    links the clause's facts state (edges, and composite nodes sharing an input); None
+    when some node is not connected to the anchor."""
+    head = conc.head_vars()
+    adj: dict[str, set[str]] = {v: set() for v in head}
+
+    def join(a: str, b: str) -> None:
+        adj[a].add(b)
+        adj[b].add(a)
+
+    for link in conc.links:
+        join(conc.slots[link.src].out_var, conc.slots[link.dst].entry_var)
+    for slot in conc.slots:
+        if slot.form is None:
+            continue
+        var = dict(zip((n.id for n in slot.form.nodes), slot.node_vars(), strict=True))
+        shared: dict[str, list[str]] = {}
+        for n in slot.form.nodes:
+            for r in n.inputs:
+                if r.kind == "node":
+                    join(var[r.name], var[n.id])
+                elif r.kind == "external":
+                    shared.setdefault(r.name, []).append(var[n.id])
+        for readers in shared.values():
+            for a in readers[1:]:
+                join(readers[0], a)
+    if not head:
+        return None
+    dist = {head[0]: 0}
+    queue = deque([head[0]])
+    while queue:
+        v = queue.popleft()
+        for w in adj[v]:
+            if w not in dist:
+                dist[w] = dist[v] + 1
+                queue.append(w)
+    if len(dist) != len(head):
+        return None
+    return max(dist.values())
+
+
+def _rule_preds(prog: Program, rule_name: str) -> set[str]:
+    """Every fact predicate a rule's clauses read, through shared forms and cores."""
+    out: set[str] = set()
+    todo = [lit for _, lits in prog.rule_clauses[rule_name] for lit in lits]
+    seen: set[str] = set()
+    while todo:
+        pred, _args = todo.pop()
+        if pred in seen:
+            continue
+        seen.add(pred)
+        if pred.startswith("f_") and pred[2:] in prog.form_calls:
+            todo.extend(prog.form_calls[pred[2:]][1])
+        elif pred.startswith("k_") and prog.cores.get(pred[2:]) is not None:
+            todo.extend(prog.cores[pred[2:]][1])  # type: ignore[index]
+        else:
+            out.add(pred)
+    return out
+
+
+# ---------------------------------------------------------------- signatures
+
+
+def _freeze(v: Any) -> Any:
+    if isinstance(v, (list, tuple)):
+        return tuple(_freeze(x) for x in v)
+    if isinstance(v, Mapping):
+        return tuple(sorted((str(k), _freeze(x)) for k, x in v.items()))
+    try:
+        hash(v)
+    except TypeError:
+        return repr(v)
+    return v
+
+
+@dataclass
+class Structure:
+    """Per node (by position in ``graph.nodes``): signature id and neighbours."""
+
+    sig: np.ndarray  # int64, one interned signature per node
+    nbrs: list[tuple[int, ...]]  # nodes one hop away (producers, readers, co-readers)
+    hubs: frozenset[str]  # tensors with more than HUB readers
+    pos: dict[str, int]
+
+
+def structure(graph: Graph) -> Structure:
+    from ruleengine.match.matcher import is_const_like
+
+    nodes = graph.nodes
+    pos = {n.name: i for i, n in enumerate(nodes)}
+    tensors = graph.tensors
+    tlabels: dict[str, tuple] = {}
+    hubs = frozenset(name for name, t in tensors.items() if len(t.consumers) > HUB)
+
+    def tlab(t: str) -> tuple:
+        lab = tlabels.get(t)
+        if lab is None:
+            T = tensors[t]
+            lab = tlabels[t] = (
+                T.dtype,
+                T.shape,
+                T.is_initializer,
+                T.is_constant,
+                T.is_graph_input,
+                T.is_graph_output,
+                _freeze(T.const_value),
+                T.const_foldable,
+                is_const_like(graph, t),
+                T.producer is not None,
+                len(T.consumers),
+            )
+        return lab
+
+    attr_ids: dict[int, Any] = {}
+    intern: dict[tuple, int] = {}
+    sig = np.empty(len(nodes), dtype=np.int64)
+    nbrs: list[tuple[int, ...]] = []
+    for i, node in enumerate(nodes):
+        near: list[int] = []
+        ins: list[Any] = []
+        for t in node.inputs:
+            if not t:
+                ins.append(None)
+                continue
+            T = tensors.get(t)
+            if T is None:
+                ins.append(("?",))
+                continue
+            if t in hubs:
+                if T.producer is not None:
+                    ins.append(("a", pos[T.producer], T.producer_port, tlab(t)))
+                else:
+                    ins.append(("A", t, tlab(t)))
+                continue
+            readers = tuple((pos[c] - i, cp) for c, cp in T.consumers)
+            near.extend(i + o for o, _ in readers if o)
+            if T.producer is not None:
+                j = pos[T.producer]
+                near.append(j)
+                ins.append(("r", j - i, T.producer_port, tlab(t)))
+            else:
+                ins.append(("f", readers, tlab(t)))
+        outs: list[Any] = []
+        for t in node.outputs:
+            if not t:
+                outs.append(None)
+                continue
+            T = tensors.get(t)
+            if T is None:
+                outs.append(("?",))
+            elif t in hubs:
+                outs.append(("h", i, tlab(t)))  # a hub's producer is one of a kind
+            else:
+                readers = tuple((pos[c] - i, cp) for c, cp in T.consumers)
+                near.extend(i + o for o, _ in readers)
+                outs.append((readers, tlab(t)))
+        attrs = attr_ids.get(id(node.attributes))
+        if attrs is None:
+            attrs = attr_ids[id(node.attributes)] = _freeze(node.attributes)
+        key = (
+            match_type(node),
+            node.op_type,
+            node.domain,
+            node.opaque,
+            node.compile_time,
+            attrs,
+            tuple(ins),
+            tuple(outs),
+        )
+        sig[i] = intern.setdefault(key, len(intern))
+        nbrs.append(tuple(sorted(set(near) - {i})))
+    return Structure(sig, nbrs, hubs, pos)
+
+
+# ---------------------------------------------------------------- classes
+
+
+_M1 = np.uint64(0xBF58476D1CE4E5B9)
+_M2 = np.uint64(0x94D049BB133111EB)
+
+
+def _mix(x: np.ndarray) -> np.ndarray:
+    x = x ^ (x >> np.uint64(30))
+    x = x * _M1
+    x = x ^ (x >> np.uint64(27))
+    x = x * _M2
+    return x ^ (x >> np.uint64(31))
+
+
+def colours(st: Structure, rounds: int) -> np.ndarray:
+    """Weisfeiler-Lehman colours after ``rounds`` rounds (neighbours weighted by their
+    index offset, so the colouring respects translations)."""
+    n = len(st.nbrs)
+    src = np.fromiter((i for i, nb in enumerate(st.nbrs) for _ in nb), dtype=np.int64)
+    dst = np.fromiter((j for nb in st.nbrs for j in nb), dtype=np.int64)
+    with np.errstate(over="ignore"):
+        salt = _mix((dst - src).astype(np.uint64) + np.uint64(0x9E3779B97F4A7C15))
+        col = _mix(st.sig.astype(np.uint64) + np.uint64(1))
+        has = np.flatnonzero(
+            np.diff(np.concatenate(([0], np.bincount(src, minlength=n).cumsum()))) > 0
+        )
+        starts = np.searchsorted(src, has)
+        for _ in range(rounds):
+            contrib = _mix(col[dst] + salt)
+            acc = np.zeros(n, dtype=np.uint64)
+            if len(contrib):
+                acc[has] = np.add.reduceat(contrib, starts)
+            col = _mix(col * np.uint64(31) + acc)
+    return col
+
+
+def ball(st: Structure, root: int, radius: int) -> list[int]:
+    """Nodes within ``radius`` hops of ``root`` (breadth first, sorted)."""
+    seen = {root}
+    frontier = [root]
+    nbrs = st.nbrs
+    for _ in range(radius):
+        nxt = []
+        for v in frontier:
+            for w in nbrs[v]:
+                if w not in seen:
+                    seen.add(w)
+                    nxt.append(w)
+        if not nxt:
+            break
+        frontier = nxt
+    return sorted(seen)
+
+
+@dataclass
+class Classes:
+    """Every node's representative (itself for a representative) and offset to it."""
+
+    rep: np.ndarray  # int64: representative of each node
+    reps: np.ndarray  # sorted representatives
+    radius: int  # verified ball radius (rows radius + 1)
+
+
+def classify(st: Structure, radius: int) -> Classes:
+    """Group nodes whose radius-``radius`` neighbourhoods are translations of each other
+    (verified node by node; a member that fails is its own representative)."""
+    n = len(st.nbrs)
+    col = colours(st, radius)
+    order = np.lexsort((np.arange(n), col))
+    sorted_col = col[order]
+    bounds = np.flatnonzero(np.diff(sorted_col)) + 1
+    rep = np.arange(n, dtype=np.int64)
+    sig = st.sig
+    for members in np.split(order, bounds):
+        if len(members) < 2:
+            continue
+        r = int(members[0])  # lowest index (lexsort by index within a colour)
+        offs = np.asarray(ball(st, r, radius), dtype=np.int64) - r
+        others = members[1:].astype(np.int64)
+        idx = others[:, None] + offs[None, :]
+        inside = ((idx >= 0) & (idx < n)).all(axis=1)
+        ok = np.zeros(len(others), dtype=bool)
+        good = others[inside]
+        if len(good):
+            ok[inside] = (sig[idx[inside]] == sig[r + offs][None, :]).all(axis=1)
+        rep[others[ok]] = r
+    reps = np.flatnonzero(rep == np.arange(n))
+    return Classes(rep, reps, radius)
+
+
+# ---------------------------------------------------------------- near misses
+
+
+class _MappedNearMiss(NearMiss):
+    """A near miss translated from a representative's: the code is known; the reason
+    (it names nodes and tensors) is computed on first read by checking the binding."""
+
+    def __init__(self, candidate: Candidate, code: str, redo: tuple) -> None:
+        put = object.__setattr__
+        put(self, "candidate", candidate)
+        put(self, "code", code)
+        self.__dict__["_redo"] = redo
+
+    def __reduce__(self) -> tuple:
+        # sent to another process (parallel matching) as a plain near miss
+        return (NearMiss, (self.candidate, self.code, self.reason))
+
+    @property  # type: ignore[override]
+    def reason(self) -> str:
+        d = self.__dict__
+        if "_reason" not in d:
+            d["_reason"] = _recheck(*d["_redo"])
+        return d["_reason"]
+
+
+def _recheck(graph, rule, conc, names, aliases, plan) -> str:
+    from ruleengine.match.matcher import _build, _check, _nothing_per_op, _Reject
+
+    lean = conc.single_nodes and _nothing_per_op(plan)
+    cand, bindings = _build(graph, rule, conc, list(names), lean=lean)
+    try:
+        _check(graph, rule, conc, cand, bindings, aliases, plan)
+    except _Reject as rej:
+        return rej.reason
+    raise AssertionError(f"memo: {rule.name} binding {names} is no near miss")  # pragma: no cover
+
+
+# ---------------------------------------------------------------- matching
+
+
+def _sibling_groups(prog: Program, rule_name: str, conc: Concrete) -> tuple[tuple[int, ...], ...]:
+    """Row positions (1 + head position) of fan-out siblings Datalog binds in ascending
+    name order, one group per op."""
+    from ruleengine.match.compile import _overlapping_slots
+
+    head = conc.head_vars()
+    groups: dict[int, set[int]] = {}
+    for a, b, test in _overlapping_slots(prog, rule_name, f"x('{conc.combo}')"):
+        if test != "<":
+            continue
+        i, j = head.index(a), head.index(b)
+        op = next(s.op for s in conc.slots if s.form is None and s.var == a)
+        groups.setdefault(op, set()).update((1 + i, 1 + j))
+    return tuple(tuple(sorted(g)) for _, g in sorted(groups.items()))
+
+
+def _in_order(row: tuple, groups: tuple[tuple[int, ...], ...]) -> bool:
+    return all(row[g[k]] < row[g[k + 1]] for g in groups for k in range(len(g) - 1))
+
+
+def _reorder(row: tuple, groups: tuple[tuple[int, ...], ...]) -> tuple:
+    out = list(row)
+    for g in groups:
+        for k, name in zip(g, sorted(row[k] for k in g), strict=True):
+            out[k] = name
+    return tuple(out)
+
+
+@dataclass
+class _Outcome:
+    """A representative's binding: its row as offsets, and what checking it gave."""
+
+    anchor: int  # the representative
+    combo: str
+    offs: tuple[int, ...]  # row node positions minus the representative's
+    candidate: Candidate  # the representative's own
+    code: str | None  # None: a candidate; else the near-miss code
+    reason: str | None
+    groups: tuple[tuple[int, ...], ...]  # bindings as offsets
+    inputs: tuple[tuple[int, int], ...]  # (reader offset, input port)
+    outputs: tuple[tuple[int, int], ...]  # (producer offset, output port)
+
+
+def _outcome(
+    graph: Graph,
+    pos: Mapping[str, int],
+    anchor: int,
+    combo: str,
+    idx: Sequence[int],
+    cand: Candidate,
+    code: str | None,
+    reason: str | None,
+) -> _Outcome:
+    """The outcome with every name replaced by where it sits relative to the anchor."""
+    node = graph.node
+    inside = [node(n) for n in cand.nodes]
+    readers: dict[str, tuple[int, int]] = {}
+    producers: dict[str, tuple[int, int]] = {}
+    for n in inside:
+        k = pos[n.name] - anchor
+        for p, t in enumerate(n.inputs):
+            if t and t not in readers:
+                readers[t] = (k, p)
+        for q, t in enumerate(n.outputs):
+            if t:
+                producers[t] = (k, q)
+    return _Outcome(
+        anchor,
+        combo,
+        tuple(i - anchor for i in idx),
+        cand,
+        code,
+        reason,
+        tuple(tuple(pos[n] - anchor for n in g) for g in cand.bindings),
+        tuple(readers[t] for t in cand.inputs),
+        tuple(producers[t] for t in cand.outputs),
+    )
+
+
+def memo_applies(graph: Graph) -> bool:
+    return len(graph.nodes) >= MEMO_FROM_NODES
+
+
+def find_memo(
+    graph: Graph,
+    rule_set: RuleSet,
+    aliases: Mapping[str, OpAlias],
+    stats: dict[str, Any] | None = None,
+) -> MatchResult | None:
+    """``find_candidates`` through the memo; None when the memo does not pay here."""
+    from ruleengine.match.matcher import _find
+
+    t0 = time.perf_counter()
+    rules = tuple(r for r in rule_set.rules if r.enabled)
+    prog = compile_rule_set(rules, aliases, tabled_forms=True)
+    radius_of: dict[str, int | None] = {}
+    for rule in rules:
+        radii = [clause_radius(c) for c in prog.rules[rule.name][2].values()]
+        radius_of[rule.name] = None if not radii or None in radii else max(radii)  # type: ignore[type-var]
+    st = structure(graph)
+    # a hub's edges and shared-input facts: the rules reading them go the plain way
+    hub_preds = _hub_predicates(graph, st, prog)
+    memo_rules = tuple(
+        r
+        for r in rules
+        if radius_of[r.name] is not None and not (_rule_preds(prog, r.name) & hub_preds)
+    )
+    if not memo_rules:
+        return None
+    rows_radius = max(radius_of[r.name] or 0 for r in memo_rules)
+    classes = classify(st, rows_radius + 1)
+    t1 = time.perf_counter()
+    reps = [int(r) for r in classes.reps]
+    balls = {r: ball(st, r, rows_radius) for r in reps}
+    window: set[int] = set()
+    for b in balls.values():
+        window.update(b)
+    if len(window) > MAX_COVER * len(graph.nodes):
+        return None
+    plain_rules = tuple(r for r in rules if r not in memo_rules)
+    result, redo = _match_window(
+        graph, replace(rule_set, rules=memo_rules), aliases, st, classes, balls, window, stats
+    )
+    parts = [result]
+    if redo:
+        plain_rules = tuple(r for r in rules if r in plain_rules or r.name in redo)
+    if plain_rules:
+        parts.append(_find(graph, replace(rule_set, rules=plain_rules), aliases, None))
+    t2 = time.perf_counter()
+    if stats is not None:
+        stats.update(
+            memo_s=t1 - t0,
+            classes=float(len(reps)),
+            window_nodes=float(len(window)),
+            plain_rules=float(len(plain_rules)),
+        )
+    if len(parts) == 1:
+        return replace(result, seconds=t2 - t0)
+    return MatchResult(
+        candidates=tuple(sorted((c for p in parts for c in p.candidates), key=lambda c: c.key)),
+        near_misses=tuple(
+            sorted((n for p in parts for n in p.near_misses), key=lambda n: n.candidate.key)
+        ),
+        seconds=t2 - t0,
+        facts=sum(p.facts for p in parts),
+    )
+
+
+def _hub_predicates(graph: Graph, st: Structure, prog: Program) -> set[str]:
+    """Fact predicates with a fact through a hub tensor (an edge from its producer to a
+    reader, or a shared-input fact on it)."""
+    out: set[str] = set()
+    if not st.hubs:
+        return out
+    nodes = graph.nodes
+    ntype = {n.name: match_type(n) for n in nodes}
+    for t in st.hubs:
+        T = graph.tensors[t]
+        readers = [(c, p) for c, p in T.consumers if p >= 0]
+        if T.producer is not None:
+            src = ntype[T.producer]
+            for pred, (a, b) in prog.edge_preds.items():
+                if src in a and any(ntype[c] in b for c, _ in readers):
+                    out.add(pred)
+        if (
+            prog.tin_types
+            and not T.is_constant
+            and sum(1 for c, _ in readers if ntype[c] in prog.tin_types) >= 2
+        ):
+            out.add("tin")
+    return out
+
+
+def _match_window(
+    graph: Graph,
+    rule_set: RuleSet,
+    aliases: Mapping[str, OpAlias],
+    st: Structure,
+    classes: Classes,
+    balls: Mapping[int, list[int]],
+    window: set[int],
+    stats: dict[str, Any] | None,
+) -> tuple[MatchResult, set[str]]:
+    """Datalog on the window's facts; the representatives' bindings checked, then
+    translated onto every member. Returns the result and the rules whose bindings left
+    a representative's ball (to be matched the plain way; never seen so far)."""
+    from ruleengine.match.matcher import (
+        _ask,
+        _build,
+        _check,
+        _nothing_per_op,
+        _op_plan,
+        _Reject,
+    )
+
+    t0 = time.perf_counter()
+    nodes = graph.nodes
+    rules = rule_set.rules
+    prog = compile_rule_set(rules, aliases, tabled_forms=True)
+    names_in = {nodes[i].name for i in window}
+    facts = build_facts(graph, prog, names_in)
+    counts: dict[str, int] = {}
+    for pred, _ in facts:
+        counts[pred] = counts.get(pred, 0) + 1
+    heads: set[str] = set()
+    text = program_text(
+        prog, counts, alive=set(counts), defined_out=heads, chains=True, distinct=True
+    )
+    t1 = time.perf_counter()
+    queries = [(h, a) for (h, a, _) in prog.rules.values() if h in heads]
+    timings: dict[str, float] = {}
+    answers = _ask(facts, text, queries, timings) if queries else {}
+    t2 = time.perf_counter()
+    pos = st.pos
+    rep_of = classes.rep
+    is_rep = np.zeros(len(nodes), dtype=bool)
+    is_rep[classes.reps] = True
+    members: dict[int, list[int]] = {}
+    for v in np.flatnonzero(~is_rep):
+        members.setdefault(int(rep_of[v]), []).append(int(v))
+    ball_sets = {r: set(b) for r, b in balls.items()}
+    redo: set[str] = set()
+    candidates: dict[tuple, Candidate] = {}
+    near: dict[tuple, NearMiss] = {}
+    for rule in rules:
+        head, _arity, combos = prog.rules[rule.name]
+        plans: dict[int, tuple] = {}
+        # the representatives' bindings, with their outcome
+        per_rep: dict[int, list[_Outcome]] = {}
+        bad = False
+        for row in answers.get(head, ()):
+            conc = combos[row[0]]
+            names = row[1 : 1 + conc.n_head]
+            if PAD in names:
+                continue
+            anchor = pos[names[0]]
+            if not is_rep[anchor]:
+                continue
+            idx = [pos[n] for n in names]
+            if not all(i in ball_sets[anchor] for i in idx):
+                bad = True
+                break
+            plan = plans.get(conc.alternative)
+            if plan is None:
+                plan = plans[conc.alternative] = _op_plan(rule, conc.alternative, aliases)
+            lean = conc.single_nodes and _nothing_per_op(plan)
+            try:
+                cand, bindings = _build(graph, rule, conc, list(names), lean=lean)
+            except _Reject:
+                continue
+            code = reason = None
+            try:
+                _check(graph, rule, conc, cand, bindings, aliases, plan)
+            except _Reject as rej:
+                code, reason = rej.code, rej.reason
+            per_rep.setdefault(anchor, []).append(
+                _outcome(graph, pos, anchor, row[0], idx, cand, code, reason)
+            )
+        if bad:
+            redo.add(rule.name)
+            continue
+        # every binding (the representatives' and the translated ones) in the order the
+        # plain matcher visits them: the first row of a subgraph decides, as there
+        rows: list[tuple[tuple, _Outcome | None, int]] = []
+        sibs = {c: _sibling_groups(prog, rule.name, conc) for c, conc in combos.items()}
+        for r, outs in per_rep.items():
+            for o in outs:
+                rows.append(((o.combo, *(nodes[r + k].name for k in o.offs)), o, r))
+            for v in members.get(r, ()):
+                for o in outs:
+                    row = (o.combo, *(nodes[v + k].name for k in o.offs))
+                    groups = sibs[o.combo]
+                    if groups and not _in_order(row, groups):
+                        # fan-out siblings are bound in name order (``<`` in Datalog):
+                        # here the names sort the other way, so this is another row,
+                        # checked directly
+                        rows.append((_reorder(row, groups), None, v))
+                    else:
+                        rows.append((row, o, v))
+        rows.sort(key=lambda x: x[0])
+        name = rule.name
+        for row, o, v in rows:
+            if o is None:
+                conc = combos[row[0]]
+                plan = plans.get(conc.alternative)
+                if plan is None:
+                    plan = plans[conc.alternative] = _op_plan(rule, conc.alternative, aliases)
+                lean = conc.single_nodes and _nothing_per_op(plan)
+                try:
+                    cand, bindings = _build(graph, rule, conc, list(row[1:]), lean=lean)
+                except _Reject:
+                    continue
+                if cand.key in candidates:
+                    continue
+                try:
+                    _check(graph, rule, conc, cand, bindings, aliases, plan)
+                except _Reject as rej:
+                    near.setdefault(cand.key, NearMiss(cand, rej.code, rej.reason))
+                    continue
+                candidates[cand.key] = cand
+                continue
+            if v == o.anchor:
+                cand = o.candidate
+                key = cand.key
+                if key in candidates:
+                    continue
+                if o.code is None:
+                    candidates[key] = cand
+                else:
+                    near.setdefault(key, NearMiss(cand, o.code, o.reason or ""))
+                continue
+            groups = tuple(tuple(nodes[v + k].name for k in g) for g in o.groups)
+            key = (name, tuple(n for g in groups for n in g), o.candidate.alternative)
+            if key in candidates or (o.code is not None and key in near):
+                continue
+            cand = Candidate(
+                name,
+                o.candidate.alternative,
+                groups,
+                tuple(nodes[v + k].inputs[p] for k, p in o.inputs),
+                tuple(nodes[v + k].outputs[q] for k, q in o.outputs),
+            )
+            if o.code is None:
+                candidates[key] = cand
+            else:
+                conc = combos[o.combo]
+                near[key] = _MappedNearMiss(
+                    cand, o.code, (graph, rule, conc, row[1:], aliases, plans[conc.alternative])
+                )
+    t3 = time.perf_counter()
+    # same de-duplication as the plain matcher
+    unique: dict[tuple, Candidate] = {}
+    for cand in sorted(candidates.values(), key=lambda c: c.key):
+        unique.setdefault((cand.rule, cand.node_set), cand)
+    unique_near: dict[tuple, NearMiss] = {}
+    for miss in sorted(near.values(), key=lambda n: n.candidate.key):
+        if (miss.candidate.rule, miss.candidate.node_set) not in unique:
+            unique_near.setdefault((miss.candidate.rule, miss.candidate.node_set, miss.code), miss)
+    t4 = time.perf_counter()
+    if stats is not None:
+        stats.update(
+            compile_s=t1 - t0,
+            datalog_s=t2 - t1,
+            check_s=t3 - t2,
+            dedup_s=t4 - t3,
+            facts=float(len(facts)),
+        )
+    return (
+        MatchResult(
+            candidates=tuple(unique.values()),
+            near_misses=tuple(unique_near.values()),
+            seconds=t4 - t0,
+            facts=len(facts),
+        ),
+        redo,
+    )

@@ -1,0 +1,185 @@
+"""The repeated-structure memo gives exactly the plain matcher's result."""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from ruleengine.graph import graph_from_model, load_graph
+from ruleengine.match import find_candidates, memo
+from ruleengine.rules import load_rule_set
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+from synthetic import decoder_stack  # noqa: E402
+
+MODELS = Path(__file__).resolve().parents[2] / ".." / "shared" / "models"
+
+# small radius (7 hops), composites, fan-out siblings, chains with near misses
+RULES = ("elementwise_chain", "norm_projections", "rmsnorm", "swiglu", "matmul_bias")
+
+
+@pytest.fixture(scope="module")
+def rule_set():
+    rs = load_rule_set([], preset="all")
+    return replace(rs, rules=tuple(r for r in rs.rules if r.name in RULES))
+
+
+@pytest.fixture(autouse=True)
+def _memo_everywhere(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(memo, "MAX_COVER", 1.0)  # small graphs: use it all the same
+
+
+def _same(graph, rule_set, **stats_out) -> dict:
+    stats: dict = {}
+    with_memo = find_candidates(graph, rule_set, memo=True, stats=stats)
+    plain = find_candidates(graph, rule_set, memo=False)
+    assert with_memo.candidates == plain.candidates
+    assert [(n.candidate, n.code) for n in with_memo.near_misses] == [
+        (n.candidate, n.code) for n in plain.near_misses
+    ]
+    # reasons are computed on first read, and are the plain matcher's
+    assert [n.reason for n in with_memo.near_misses] == [n.reason for n in plain.near_misses]
+    assert with_memo.near_misses == plain.near_misses
+    assert plain.candidates and plain.near_misses
+    return stats
+
+
+def test_memo_equals_plain_on_a_stack(rule_set) -> None:
+    # 30 layers: node names cross 999 -> 1000 in layer 23, so there fan-out siblings
+    # bound in name order come out in the other order than in the representative's
+    stats = _same(graph_from_model(decoder_stack(30)), rule_set)
+    assert stats["classes"] < 0.6 * 30 * 43  # the memo did share work
+
+
+def _layer_nodes(m: onnx.ModelProto, layer: int) -> list[onnx.NodeProto]:
+    return [n for n in m.graph.node if n.name.startswith(f"l{layer}_")]
+
+
+def _with_attribute_changed() -> onnx.ModelProto:
+    m = decoder_stack(20)
+    node = next(n for n in _layer_nodes(m, 11) if n.op_type == "Softmax")
+    del node.attribute[:]
+    node.attribute.append(helper.make_attribute("axis", 3))  # same meaning, other value
+    return m
+
+
+def _with_extra_consumer() -> onnx.ModelProto:
+    m = decoder_stack(20)
+    inner = next(n for n in _layer_nodes(m, 9) if n.name.startswith("l9_ln2_add"))
+    m.graph.node.append(helper.make_node("Relu", [inner.output[0]], ["spy"], name="spy"))
+    m.graph.output.append(helper.make_tensor_value_info("spy", TensorProto.FLOAT, None))
+    return m
+
+
+def _with_inner_graph_output() -> onnx.ModelProto:
+    m = decoder_stack(20)
+    inner = next(n for n in _layer_nodes(m, 12) if n.op_type == "Sigmoid")
+    m.graph.output.append(helper.make_tensor_value_info(inner.output[0], TensorProto.FLOAT, None))
+    return m
+
+
+def _with_shape_changed() -> onnx.ModelProto:
+    """Layer 10's norm weight is a scalar instead of a vector (broadcasts the same)."""
+    m = decoder_stack(20)
+    m.graph.initializer.append(numpy_helper.from_array(np.array(1.0, np.float32), "norm_w10"))
+    for n in _layer_nodes(m, 10):
+        for k, t in enumerate(n.input):
+            if t == "norm_w":
+                n.input[k] = "norm_w10"
+    return m
+
+
+def _with_hub_mask() -> onnx.ModelProto:
+    """The mask computed once (a node) and read by every layer: a hub tensor."""
+    m = decoder_stack(20)
+    m.graph.node.insert(0, helper.make_node("Neg", ["mask"], ["mask_neg"], name="mask_neg"))
+    m.graph.node.insert(1, helper.make_node("Neg", ["mask_neg"], ["mask_c"], name="mask_c"))
+    for n in m.graph.node[2:]:
+        for k, t in enumerate(n.input):
+            if t == "mask":
+                n.input[k] = "mask_c"
+    return m
+
+
+@pytest.mark.parametrize(
+    "build",
+    [
+        _with_attribute_changed,
+        _with_extra_consumer,
+        _with_inner_graph_output,
+        _with_shape_changed,
+        _with_hub_mask,
+    ],
+)
+def test_memo_equals_plain_when_one_layer_differs(rule_set, build) -> None:
+    _same(graph_from_model(build()), rule_set)
+
+
+@pytest.mark.parametrize(
+    ("name", "preset"), [("llama-tiny.dynamo.onnx", True), ("gpt2-tiny.ts.onnx", False)]
+)
+def test_memo_equals_plain_on_shared_models(rule_set, name: str, preset: bool) -> None:
+    path = MODELS / name
+    if not path.exists():
+        pytest.skip(f"{name} not available")
+    _same(load_graph(path, {}), load_rule_set([], preset="all") if preset else rule_set)
+
+
+def _softmax(n) -> bool:
+    return n.op_type == "Softmax"
+
+
+def _norm2_add(n) -> bool:
+    return "_ln2_add" in n.name
+
+
+def _sigmoid(n) -> bool:
+    return n.op_type == "Sigmoid"
+
+
+def _reads_norm_weight(n) -> bool:
+    return any(t.startswith("norm_w") for t in n.inputs)
+
+
+@pytest.mark.parametrize(
+    ("build", "pick", "layer"),
+    [
+        (_with_attribute_changed, _softmax, 11),
+        (_with_extra_consumer, _norm2_add, 9),
+        (_with_inner_graph_output, _sigmoid, 12),
+        (_with_shape_changed, _reads_norm_weight, 10),
+    ],
+)
+def test_a_changed_node_gets_its_own_signature(build, pick, layer: int) -> None:
+    graph = graph_from_model(build())
+    st = memo.structure(graph)
+
+    def at(k: int) -> int:
+        return st.pos[next(n.name for n in graph.nodes if n.name.startswith(f"l{k}_") and pick(n))]
+
+    changed, twin, other = at(layer), at(layer - 3), at(layer - 4)
+    assert st.sig[twin] == st.sig[other]  # untouched layers look alike
+    assert st.sig[changed] != st.sig[twin]
+    classes = memo.classify(st, 2)
+    assert classes.rep[twin] == classes.rep[other]
+    assert classes.rep[changed] != classes.rep[twin]
+
+
+def test_clause_radius_counts_hops_from_the_anchor() -> None:
+    rs = load_rule_set([], preset="all")
+    from ruleengine.match.compile import compile_rule_set
+    from ruleengine.match.matcher import default_aliases
+
+    rules = tuple(r for r in rs.rules if r.name in ("matmul_bias", "elementwise_chain"))
+    prog = compile_rule_set(rules, default_aliases(), tabled_forms=True)
+    radii = {
+        name: max(memo.clause_radius(c) for c in combos.values())
+        for name, (_h, _a, combos) in prog.rules.items()
+    }
+    assert radii == {"matmul_bias": 1, "elementwise_chain": 7}  # a chain of up to 8 ops
