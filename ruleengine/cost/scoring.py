@@ -7,6 +7,7 @@ answer "why was this not fused?".
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from types import MappingProxyType
@@ -15,6 +16,7 @@ from ruleengine.cost.constraints import Context, evaluate
 from ruleengine.cost.model import Cost, ScoredCandidate, Target, Verdict
 from ruleengine.cost.opinfo import (
     REDUCE,
+    VIEW,
     is_view,
     node_flops,
     node_kinds,
@@ -420,24 +422,32 @@ class _NearMissScored(ScoredCandidate):
         candidate: Candidate,
         priority: int,
         verdict: Verdict,
-        reason: str,
+        reason: str | None,
         code: str,
         cost: Cost | None = None,
         details: object = None,
         *,
         _graph: Graph | None = None,
         _target: Target | None = None,
+        _near: NearMiss | None = None,
     ) -> None:
         put = object.__setattr__
         put(self, "candidate", candidate)
         put(self, "priority", priority)
         put(self, "verdict", verdict)
-        put(self, "reason", reason)
         put(self, "code", code)
+        # the reason is the near miss's, read when asked (a translated near miss
+        # computes it on first read: match.memo)
+        self.__dict__["_reason"] = (reason, _near)
         if _graph is None:  # dataclasses.replace(): the numbers are given
             self.__dict__["_lazy"] = (cost, details)
         else:
             self.__dict__["_pending"] = (_graph, _target)
+
+    @property  # type: ignore[override]
+    def reason(self) -> str:
+        text, near = self.__dict__["_reason"]
+        return near.reason if text is None and near is not None else (text or "")
 
     def _numbers(self) -> tuple[Cost | None, object]:
         d = self.__dict__
@@ -471,11 +481,98 @@ def _from_near_miss(
         nm.candidate,
         rule.priority if rule else 0,
         _NEAR_MISS_VERDICTS.get(nm.code, Verdict.CONSTRAINT_FAILED),
-        nm.reason,
+        None,
         nm.code,
         _graph=graph,
         _target=target,
+        _near=nm,
     )
+
+
+class _TwinScored(ScoredCandidate):
+    """A candidate the matcher found by translating another (``MatchResult.twins``):
+    same local structure over its whole index span, so the same verdict, code and
+    numbers; its reason and details name its own tensors and are computed on first
+    read (by ``score_one``, so they are exactly what scoring it directly gives)."""
+
+    def __init__(
+        self,
+        candidate: Candidate,
+        priority: int,
+        verdict: Verdict,
+        reason: str | None = None,
+        code: str = "",
+        cost: Cost | None = None,
+        details: object = None,
+        *,
+        _redo: tuple | None = None,
+    ) -> None:
+        put = object.__setattr__
+        put(self, "candidate", candidate)
+        put(self, "priority", priority)
+        put(self, "verdict", verdict)
+        put(self, "code", code)
+        put(self, "cost", cost)
+        d = self.__dict__
+        d["_reason"] = reason  # None: the scoring's own reason
+        if _redo is None:  # dataclasses.replace(): everything is given
+            d["_lazy"] = (reason, details)
+        else:
+            d["_redo"] = _redo
+
+    def relabel(self, verdict: Verdict, code: str, reason: str) -> _TwinScored:
+        """``replace(self, verdict=, code=, reason=)`` without computing the details."""
+        d = self.__dict__
+        if "_lazy" in d:
+            return replace(self, verdict=verdict, code=code, reason=reason)
+        return _TwinScored(
+            self.candidate, self.priority, verdict, reason, code, self.cost, _redo=d["_redo"]
+        )
+
+    def _words(self) -> tuple[str, Mapping[str, object]]:
+        d = self.__dict__
+        if "_lazy" not in d:
+            graph, rule, target, threshold, memo = d.pop("_redo")
+            sc = score_one(graph, self.candidate, rule, target, threshold, memo=memo)
+            d["_lazy"] = (sc.reason, sc.details)
+        return d["_lazy"]
+
+    @property  # type: ignore[override]
+    def reason(self) -> str:
+        given = self.__dict__["_reason"]
+        return given if given is not None else self._words()[0]
+
+    @property  # type: ignore[override]
+    def details(self) -> Mapping[str, object]:
+        return self._words()[1]
+
+
+def _anchor_ties(graph: Graph, io: GroupIO) -> tuple[str, ...]:
+    """The outputs of equal largest size among which ``ub_need`` picks its anchor by
+    name length (the one place a name decides a number), in its order; () when the
+    largest is unique."""
+    table = size_table(graph)
+    kinds = node_kinds(graph)
+    compute = [n for n in io.nodes if not kinds[n.name] & VIEW]
+    if not compute:
+        return ()
+
+    def sized(ts: Sequence[str]) -> list[tuple[str, int]]:
+        return [
+            (t, math.prod(table[t][0])) for t in ts if t and t in table and table[t][0] is not None
+        ]
+
+    found = sized(io.outputs) or sized(compute[-1].outputs)
+    if not found:
+        return ()
+    top = max(n for _, n in found)
+    tied = tuple(t for t, n in found if n == top)
+    return tied if len(tied) > 1 else ()
+
+
+def _first_shortest(names: Sequence[str]) -> int:
+    lengths = [len(t) for t in names]
+    return lengths.index(min(lengths))
 
 
 def _reduce_duplicates(scored: list[ScoredCandidate]) -> list[ScoredCandidate]:
@@ -503,7 +600,10 @@ def _reduce_duplicates(scored: list[ScoredCandidate]) -> list[ScoredCandidate]:
                 why = (
                     f"same nodes as {win.candidate.rule} (priority {win.priority} > {sc.priority})"
                 )
-            out[i] = replace(sc, verdict=Verdict.DUPLICATE, code="duplicate", reason=why)
+            if isinstance(sc, _TwinScored):
+                out[i] = sc.relabel(Verdict.DUPLICATE, "duplicate", why)
+            else:
+                out[i] = replace(sc, verdict=Verdict.DUPLICATE, code="duplicate", reason=why)
     return out
 
 
@@ -524,12 +624,45 @@ def score_candidates(
     else:
         candidates, near = tuple(match_result), ()
     rules = rule_set.by_name()
+    twins = match_result.twins if isinstance(match_result, MatchResult) else {}
     with paused_gc():
         memo = GroupMemo(graph, target)
-        scored = [
-            score_one(graph, c, rules.get(c.rule), target, benefit_threshold, memo=memo)
-            for c in candidates
-        ]
+        scored: list[ScoredCandidate] = [None] * len(candidates)  # type: ignore[list-item]
+        for i, c in enumerate(candidates):
+            if i not in twins:
+                scored[i] = score_one(
+                    graph, c, rules.get(c.rule), target, benefit_threshold, memo=memo
+                )
+        # a translated candidate takes its twin's verdict and numbers (match.memo),
+        # unless names of tied anchor candidates sort otherwise by length there
+        ties: dict[int, tuple[tuple[int, int], ...]] = {}
+        pos = topo_position(graph)
+        nodes = graph.nodes
+        for i, (j, shift) in twins.items():
+            c, base = candidates[i], scored[j]
+            rule = rules.get(c.rule)
+            if j not in ties:
+                tied = _anchor_ties(graph, memo.analyse(base.candidate.nodes)[0])
+                ties[j] = tuple(
+                    (pos[graph.tensors[t].producer], graph.tensors[t].producer_port or 0)
+                    for t in tied
+                )
+            refs = ties[j]
+            if base.candidate.rule != c.rule or (
+                refs
+                and _first_shortest([nodes[k].outputs[q] for k, q in refs])
+                != _first_shortest([nodes[k + shift].outputs[q] for k, q in refs])
+            ):
+                scored[i] = score_one(graph, c, rule, target, benefit_threshold, memo=memo)
+                continue
+            scored[i] = _TwinScored(
+                c,
+                base.priority,
+                base.verdict,
+                code=base.code,
+                cost=base.cost,
+                _redo=(graph, rule, target, benefit_threshold, memo),
+            )
         scored = _reduce_duplicates(scored)
         scored += [_from_near_miss(graph, nm, rules.get(nm.candidate.rule), target) for nm in near]
         return tuple(sorted(scored, key=lambda s: (s.candidate.key, s.verdict.value)))

@@ -385,8 +385,66 @@ def _sibling_groups(prog: Program, rule_name: str, conc: Concrete) -> tuple[tupl
     return tuple(tuple(sorted(g)) for _, g in sorted(groups.items()))
 
 
-def _in_order(row: tuple, groups: tuple[tuple[int, ...], ...]) -> bool:
-    return all(row[g[k]] < row[g[k + 1]] for g in groups for k in range(len(g) - 1))
+def _in_order_at(names: Sequence[str], v: int, o: _Outcome, groups: tuple) -> bool:
+    """Whether the fan-out siblings of ``o`` translated to ``v`` are in name order."""
+    offs = o.offs
+    return all(
+        names[v + offs[g[k] - 1]] < names[v + offs[g[k + 1] - 1]]
+        for g in groups
+        for k in range(len(g) - 1)
+    )
+
+
+def _candidate(graph: Graph, names: Sequence[str], key: tuple, entry: tuple) -> Candidate:
+    """The candidate of a winning row: its own, or the representative's translated."""
+    o, v = entry[0], entry[1]
+    if o is None:
+        return entry[3]
+    if v == o.anchor:
+        return o.candidate
+    return _Translated(graph, names, key, o, v)
+
+
+class _Translated(Candidate):
+    """A representative's candidate translated onto a member: key and nodes are known;
+    bindings, inputs and outputs are spelled out on first read (few stages read them)."""
+
+    def __init__(self, graph: Graph, names: Sequence[str], key: tuple, o: _Outcome, v: int):
+        put = object.__setattr__
+        put(self, "rule", key[0])
+        put(self, "alternative", key[2])
+        d = self.__dict__
+        d["key"] = key  # cached_property values, known already
+        d["nodes"] = key[1]
+        d["_from"] = (graph, names, o, v)
+
+    def _spell(self) -> tuple:
+        d = self.__dict__
+        if "_spelled" not in d:
+            graph, names, o, v = d["_from"]
+            nodes = graph.nodes
+            d["_spelled"] = (
+                tuple(tuple(names[v + k] for k in g) for g in o.groups),
+                tuple(nodes[v + k].inputs[p] for k, p in o.inputs),
+                tuple(nodes[v + k].outputs[q] for k, q in o.outputs),
+            )
+            del d["_from"]
+        return d["_spelled"]
+
+    @property  # type: ignore[override]
+    def bindings(self) -> tuple[tuple[str, ...], ...]:
+        return self._spell()[0]
+
+    @property  # type: ignore[override]
+    def inputs(self) -> tuple[str, ...]:
+        return self._spell()[1]
+
+    @property  # type: ignore[override]
+    def outputs(self) -> tuple[str, ...]:
+        return self._spell()[2]
+
+    def __reduce__(self) -> tuple:
+        return (Candidate, (self.rule, self.alternative, self.bindings, self.inputs, self.outputs))
 
 
 def _reorder(row: tuple, groups: tuple[tuple[int, ...], ...]) -> tuple:
@@ -410,6 +468,14 @@ class _Outcome:
     groups: tuple[tuple[int, ...], ...]  # bindings as offsets
     inputs: tuple[tuple[int, int], ...]  # (reader offset, input port)
     outputs: tuple[tuple[int, int], ...]  # (producer offset, output port)
+
+    @property
+    def alternative(self) -> int:
+        return self.candidate.alternative
+
+    @property
+    def flat(self) -> tuple[int, ...]:
+        return tuple(k for g in self.groups for k in g)
 
 
 def _outcome(
@@ -490,7 +556,15 @@ def find_memo(
         return None
     plain_rules = tuple(r for r in rules if r not in memo_rules)
     result, redo = _match_window(
-        graph, replace(rule_set, rules=memo_rules), aliases, st, classes, balls, window, stats
+        graph,
+        replace(rule_set, rules=memo_rules),
+        aliases,
+        st,
+        classes,
+        balls,
+        window,
+        stats,
+        prog if memo_rules == rules else None,
     )
     parts = [result]
     if redo:
@@ -515,6 +589,49 @@ def find_memo(
         seconds=t2 - t0,
         facts=sum(p.facts for p in parts),
     )
+
+
+def _twins(
+    st: Structure, final: Sequence[Candidate], translated: Mapping[tuple, tuple]
+) -> dict[int, tuple[int, int]]:
+    """Candidate index -> (index of the representative's candidate it translates, offset),
+    for members whose signatures agree over the whole index span of the representative's
+    candidates (costing reads paths inside a group's span: convexity)."""
+    index = {id(c): i for i, c in enumerate(final)}
+    spans: dict[int, tuple[int, int]] = {}
+    for entry in translated.values():
+        o = entry[0]
+        lo, hi = spans.get(o.anchor, (0, 0))
+        spans[o.anchor] = (min(lo, *o.offs), max(hi, *o.offs))
+    sig = st.sig
+    n = len(sig)
+    alike: dict[tuple[int, int], bool] = {}
+    by_rep: dict[int, set[int]] = {}
+    for entry in translated.values():
+        by_rep.setdefault(entry[0].anchor, set()).add(entry[1])
+    for r, vs in by_rep.items():
+        lo, hi = spans[r]
+        offs = np.arange(lo, hi + 1, dtype=np.int64)
+        members = np.fromiter(sorted(vs), dtype=np.int64)
+        idx = members[:, None] + offs[None, :]
+        ok = ((idx >= 0) & (idx < n)).all(axis=1)
+        if r + lo < 0 or r + hi >= n:
+            ok[:] = False
+        good = np.zeros(len(members), dtype=bool)
+        if ok.any():
+            good[ok] = (sig[idx[ok]] == sig[r + offs][None, :]).all(axis=1)
+        for v, g in zip(members.tolist(), good.tolist(), strict=True):
+            alike[(r, v)] = g
+    out: dict[int, tuple[int, int]] = {}
+    for i, cand in enumerate(final):
+        entry = translated.get(cand.key)
+        if entry is None:
+            continue
+        o, v = entry[0], entry[1]
+        j = index.get(id(o.candidate))
+        if j is not None and alike[(o.anchor, v)]:
+            out[i] = (j, v - o.anchor)
+    return out
 
 
 def _hub_predicates(graph: Graph, st: Structure, prog: Program) -> set[str]:
@@ -551,6 +668,7 @@ def _match_window(
     balls: Mapping[int, list[int]],
     window: set[int],
     stats: dict[str, Any] | None,
+    prog: Program | None = None,
 ) -> tuple[MatchResult, set[str]]:
     """Datalog on the window's facts; the representatives' bindings checked, then
     translated onto every member. Returns the result and the rules whose bindings left
@@ -567,7 +685,8 @@ def _match_window(
     t0 = time.perf_counter()
     nodes = graph.nodes
     rules = rule_set.rules
-    prog = compile_rule_set(rules, aliases, tabled_forms=True)
+    if prog is None:
+        prog = compile_rule_set(rules, aliases, tabled_forms=True)
     names_in = {nodes[i].name for i in window}
     facts = build_facts(graph, prog, names_in)
     counts: dict[str, int] = {}
@@ -590,7 +709,9 @@ def _match_window(
     for v in np.flatnonzero(~is_rep):
         members.setdefault(int(rep_of[v]), []).append(int(v))
     ball_sets = {r: set(b) for r, b in balls.items()}
+    label = [n.name for n in nodes]
     redo: set[str] = set()
+    translated: dict[tuple, tuple] = {}  # candidate key -> (outcome, member)
     candidates: dict[tuple, Candidate] = {}
     near: dict[tuple, NearMiss] = {}
     for rule in rules:
@@ -632,81 +753,85 @@ def _match_window(
             continue
         # every binding (the representatives' and the translated ones) in the order the
         # plain matcher visits them: the first row of a subgraph decides, as there
-        rows: list[tuple[tuple, _Outcome | None, int]] = []
-        sibs = {c: _sibling_groups(prog, rule.name, conc) for c, conc in combos.items()}
+        # Every binding (the representatives' and the translated ones): per subgraph
+        # (candidate key) the plain matcher keeps the first row, in row order, that is a
+        # candidate, else the first that is a near miss. Rows are compared only when two
+        # give the same key, so no row is spelled out otherwise.
+        name = rule.name
+        sibs = {c: _sibling_groups(prog, name, conc) for c, conc in combos.items()}
+        best_c: dict[tuple, tuple] = {}
+        best_n: dict[tuple, tuple] = {}
+
+        def row_of(entry: tuple) -> tuple:
+            o, v = entry[0], entry[1]
+            if o is None:
+                return entry[2]
+            return (o.combo, *(label[v + k] for k in o.offs))
+
+        def offer(best: dict[tuple, tuple], key: tuple, entry: tuple) -> None:
+            prev = best.get(key)
+            if prev is None:
+                best[key] = entry
+            elif row_of(entry) < row_of(prev):
+                best[key] = entry
+
         for r, outs in per_rep.items():
-            for o in outs:
-                rows.append(((o.combo, *(nodes[r + k].name for k in o.offs)), o, r))
-            for v in members.get(r, ()):
+            for v in (r, *members.get(r, ())):
                 for o in outs:
-                    row = (o.combo, *(nodes[v + k].name for k in o.offs))
                     groups = sibs[o.combo]
-                    if groups and not _in_order(row, groups):
+                    if groups and v != r and not _in_order_at(label, v, o, groups):
                         # fan-out siblings are bound in name order (``<`` in Datalog):
                         # here the names sort the other way, so this is another row,
                         # checked directly
-                        rows.append((_reorder(row, groups), None, v))
-                    else:
-                        rows.append((row, o, v))
-        rows.sort(key=lambda x: x[0])
-        name = rule.name
-        for row, o, v in rows:
+                        row = _reorder((o.combo, *(label[v + k] for k in o.offs)), groups)
+                        conc = combos[o.combo]
+                        plan = plans[conc.alternative]
+                        lean = conc.single_nodes and _nothing_per_op(plan)
+                        try:
+                            cand, bindings = _build(graph, rule, conc, list(row[1:]), lean=lean)
+                        except _Reject:
+                            continue
+                        try:
+                            _check(graph, rule, conc, cand, bindings, aliases, plan)
+                        except _Reject as rej:
+                            offer(best_n, cand.key, (None, v, row, cand, rej.code, rej.reason))
+                            continue
+                        offer(best_c, cand.key, (None, v, row, cand, None, None))
+                        continue
+                    key = (name, tuple(label[v + k] for k in o.flat), o.alternative)
+                    offer(best_c if o.code is None else best_n, key, (o, v))
+        for key, entry in best_c.items():
+            candidates[key] = _candidate(graph, label, key, entry)
+            if entry[0] is not None and entry[1] != entry[0].anchor:
+                translated[key] = entry
+        for key, entry in best_n.items():
+            if key in best_c:
+                continue
+            o, v = entry[0], entry[1]
             if o is None:
-                conc = combos[row[0]]
-                plan = plans.get(conc.alternative)
-                if plan is None:
-                    plan = plans[conc.alternative] = _op_plan(rule, conc.alternative, aliases)
-                lean = conc.single_nodes and _nothing_per_op(plan)
-                try:
-                    cand, bindings = _build(graph, rule, conc, list(row[1:]), lean=lean)
-                except _Reject:
-                    continue
-                if cand.key in candidates:
-                    continue
-                try:
-                    _check(graph, rule, conc, cand, bindings, aliases, plan)
-                except _Reject as rej:
-                    near.setdefault(cand.key, NearMiss(cand, rej.code, rej.reason))
-                    continue
-                candidates[cand.key] = cand
-                continue
-            if v == o.anchor:
-                cand = o.candidate
-                key = cand.key
-                if key in candidates:
-                    continue
-                if o.code is None:
-                    candidates[key] = cand
-                else:
-                    near.setdefault(key, NearMiss(cand, o.code, o.reason or ""))
-                continue
-            groups = tuple(tuple(nodes[v + k].name for k in g) for g in o.groups)
-            key = (name, tuple(n for g in groups for n in g), o.candidate.alternative)
-            if key in candidates or (o.code is not None and key in near):
-                continue
-            cand = Candidate(
-                name,
-                o.candidate.alternative,
-                groups,
-                tuple(nodes[v + k].inputs[p] for k, p in o.inputs),
-                tuple(nodes[v + k].outputs[q] for k, q in o.outputs),
-            )
-            if o.code is None:
-                candidates[key] = cand
+                near[key] = NearMiss(entry[3], entry[4], entry[5])
+            elif v == o.anchor:
+                near[key] = NearMiss(o.candidate, o.code, o.reason or "")
             else:
                 conc = combos[o.combo]
                 near[key] = _MappedNearMiss(
-                    cand, o.code, (graph, rule, conc, row[1:], aliases, plans[conc.alternative])
+                    _candidate(graph, label, key, entry),
+                    o.code,
+                    (graph, rule, conc, row_of(entry)[1:], aliases, plans[conc.alternative]),
                 )
     t3 = time.perf_counter()
     # same de-duplication as the plain matcher
     unique: dict[tuple, Candidate] = {}
-    for cand in sorted(candidates.values(), key=lambda c: c.key):
+    for key in sorted(candidates):
+        cand = candidates[key]
         unique.setdefault((cand.rule, cand.node_set), cand)
     unique_near: dict[tuple, NearMiss] = {}
-    for miss in sorted(near.values(), key=lambda n: n.candidate.key):
+    for key in sorted(near):
+        miss = near[key]
         if (miss.candidate.rule, miss.candidate.node_set) not in unique:
             unique_near.setdefault((miss.candidate.rule, miss.candidate.node_set, miss.code), miss)
+    final = tuple(unique.values())
+    twins = _twins(st, final, translated)
     t4 = time.perf_counter()
     if stats is not None:
         stats.update(
@@ -718,10 +843,11 @@ def _match_window(
         )
     return (
         MatchResult(
-            candidates=tuple(unique.values()),
+            candidates=final,
             near_misses=tuple(unique_near.values()),
             seconds=t4 - t0,
             facts=len(facts),
+            twins=twins,
         ),
         redo,
     )

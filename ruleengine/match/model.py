@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from functools import cached_property
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Candidate:
-    """One subgraph a rule matched. Overlapping candidates are all kept; solving picks."""
+    """One subgraph a rule matched. Overlapping candidates are all kept; solving picks.
+
+    Equality and hashing are by value whatever the class (``match.memo`` makes
+    translated candidates whose bindings and tensors are spelled out on first read).
+    """
 
     rule: str  # rule name
     alternative: int  # which alternative of the rule matched (0 = match.ops)
@@ -34,6 +39,20 @@ class Candidate:
     def key(self) -> tuple:
         """Deterministic sort key."""
         return (self.rule, self.nodes, self.alternative)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Candidate):
+            return NotImplemented
+        if self is other:
+            return True
+        return self.key == other.key and (self.bindings, self.inputs, self.outputs) == (
+            other.bindings,
+            other.inputs,
+            other.outputs,
+        )
+
+    def __hash__(self) -> int:
+        return hash(self.key)
 
 
 @dataclass(frozen=True, eq=False)
@@ -69,3 +88,7 @@ class MatchResult:
     near_misses: tuple[NearMiss, ...] = ()
     seconds: float = 0.0
     facts: int = 0  # Datalog facts asserted
+    # Candidate index -> (index of the candidate it translates, index offset), for
+    # candidates the repeated-structure memo (``match.memo``) found by translation and
+    # whose whole index span is verified alike: costing may take the twin's numbers.
+    twins: Mapping[int, tuple[int, int]] = field(default_factory=dict)

@@ -1,0 +1,38 @@
+"""Costing a translated candidate by its twin's numbers gives what scoring it does."""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from ruleengine.cost import load_target, score_candidates
+from ruleengine.graph import graph_from_model
+from ruleengine.match import find_candidates, memo
+from ruleengine.rules import load_rule_set
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+from synthetic import decoder_stack  # noqa: E402
+
+RULES = ("elementwise_chain", "norm_projections", "rmsnorm", "swiglu", "matmul_bias")
+
+
+def _view(sc) -> tuple:
+    return (sc.candidate, sc.priority, sc.verdict, sc.code, sc.cost, sc.reason, dict(sc.details))
+
+
+def test_twins_score_like_their_own_scoring(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(memo, "MAX_COVER", 1.0)
+    rs = load_rule_set([], preset="all")
+    rs = replace(rs, rules=tuple(r for r in rs.rules if r.name in RULES))
+    graph = graph_from_model(decoder_stack(30))
+    target = load_target("ascend910b")
+    with_memo = find_candidates(graph, rs, memo=True)
+    assert len(with_memo.twins) > len(with_memo.candidates) // 2
+    plain = replace(with_memo, twins={})
+    a = score_candidates(graph, with_memo, rs, target)
+    b = score_candidates(graph, plain, rs, target)
+    assert [_view(x) for x in a] == [_view(x) for x in b]
+    assert {x.verdict for x in b} >= {"fuse", "duplicate"}
