@@ -547,6 +547,19 @@ class _TwinScored(ScoredCandidate):
         return self._words()[1]
 
 
+def relabel(sc: ScoredCandidate, verdict: Verdict, code: str, reason: str) -> ScoredCandidate:
+    """``dataclasses.replace(sc, verdict=, code=, reason=)`` that leaves numbers and details
+    computed on first read as they are (``replace`` reads every field)."""
+    if isinstance(sc, _TwinScored):
+        return sc.relabel(verdict, code, reason)
+    if isinstance(sc, _NearMissScored) and "_pending" in sc.__dict__:
+        graph, target = sc.__dict__["_pending"]
+        return _NearMissScored(
+            sc.candidate, sc.priority, verdict, reason, code, _graph=graph, _target=target
+        )
+    return replace(sc, verdict=verdict, code=code, reason=reason)
+
+
 def _anchor_ties(graph: Graph, io: GroupIO) -> tuple[str, ...]:
     """The outputs of equal largest size among which ``ub_need`` picks its anchor by
     name length (the one place a name decides a number), in its order; () when the
@@ -600,10 +613,7 @@ def _reduce_duplicates(scored: list[ScoredCandidate]) -> list[ScoredCandidate]:
                 why = (
                     f"same nodes as {win.candidate.rule} (priority {win.priority} > {sc.priority})"
                 )
-            if isinstance(sc, _TwinScored):
-                out[i] = sc.relabel(Verdict.DUPLICATE, "duplicate", why)
-            else:
-                out[i] = replace(sc, verdict=Verdict.DUPLICATE, code="duplicate", reason=why)
+            out[i] = relabel(sc, Verdict.DUPLICATE, "duplicate", why)
     return out
 
 

@@ -758,7 +758,11 @@ def _match_window(
         # candidate, else the first that is a near miss. Rows are compared only when two
         # give the same key, so no row is spelled out otherwise.
         name = rule.name
-        sibs = {c: _sibling_groups(prog, name, conc) for c, conc in combos.items()}
+        sibs: dict[str, tuple] = {}
+        for outs in per_rep.values():
+            for o in outs:
+                if o.combo not in sibs:
+                    sibs[o.combo] = _sibling_groups(prog, name, combos[o.combo])
         best_c: dict[tuple, tuple] = {}
         best_n: dict[tuple, tuple] = {}
 

@@ -13,9 +13,9 @@ from __future__ import annotations
 import bisect
 import time
 from collections.abc import Sequence
-from dataclasses import replace
 
 from ruleengine.cost.model import ScoredCandidate, Verdict
+from ruleengine.cost.scoring import relabel
 from ruleengine.errors import UsageError
 from ruleengine.graph.model import Graph
 from ruleengine.resolve.greedy import select_greedy
@@ -70,9 +70,8 @@ def _lost_reasons(
                 why = "would close a cycle with " + "; ".join(_describe(chosen[i]) for i in cyc)
             else:
                 why = f"not selected {note}".strip()
-        lost.append(
-            (replace(sc, verdict=Verdict.LOST_CONFLICT, code="lost-conflict", reason=why), why)
-        )
+        # relabel: replace() that leaves lazily computed details unread (cost.scoring)
+        lost.append((relabel(sc, Verdict.LOST_CONFLICT, "lost-conflict", why), why))
     return tuple(lost)
 
 

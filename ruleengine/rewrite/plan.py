@@ -261,7 +261,7 @@ def build_plan(
     rejected: list[Rejection] = []
     for sc in scored:
         if not sc.viable:
-            rejected.append(_rejection(sc, sc.verdict.value, sc.code, sc.reason))
+            rejected.append(_rejection(sc, sc.verdict.value, sc.code, None))
     for sc, why in resolution.lost:
         rejected.append(_rejection(sc, "lost_conflict", "lost-conflict", why))
     for g in dropped:
@@ -278,7 +278,7 @@ def build_plan(
         c = nm.candidate
         if (c.rule, c.nodes) not in seen:
             seen.add((c.rule, c.nodes))
-            rejected.append(Rejection(c.rule, c.nodes, "near_miss", nm.code, nm.reason))
+            rejected.append(_LazyRejection(c.rule, c.nodes, "near_miss", nm.code, nm))
     rejected.sort(key=lambda r: (r.rule, r.nodes, r.code))
 
     # ATC's "match times": every structural match, including near misses.
@@ -324,8 +324,28 @@ def build_plan(
     )
 
 
-def _rejection(sc: ScoredCandidate, verdict: str, code: str, reason: str) -> Rejection:
+def _rejection(sc: ScoredCandidate, verdict: str, code: str, reason: str | None) -> Rejection:
+    """``reason`` None: the record's own, read only when shown (a compact plan lists a
+    few per rule and verdict; a translated candidate's reason is computed on first read)."""
+    if reason is None:
+        return _LazyRejection(sc.candidate.rule, sc.candidate.nodes, verdict, code, sc)
     return Rejection(sc.candidate.rule, sc.candidate.nodes, verdict, code, reason)
+
+
+class _LazyRejection(Rejection):
+    """A rejection whose reason is its scored record's (or near miss's), read when asked."""
+
+    def __init__(self, rule: str, nodes: tuple[str, ...], verdict: str, code: str, src: Any):
+        put = object.__setattr__
+        put(self, "rule", rule)
+        put(self, "nodes", nodes)
+        put(self, "verdict", verdict)
+        put(self, "code", code)
+        self.__dict__["_src"] = src
+
+    @property  # type: ignore[override]
+    def reason(self) -> str:
+        return self.__dict__["_src"].reason
 
 
 def group_json(g: FusedGroup) -> dict[str, Any]:
