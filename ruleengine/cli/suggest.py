@@ -19,12 +19,19 @@ from ruleengine.errors import UsageError
 from ruleengine.suggest import Suggestion
 
 SUMMARY_FILE = "suggest-summary.json"
+BAR = 0.9  # issue 16: 90% coverage, or the ceiling where that is lower
+TOLERANCE = 0.0005  # figures are compared as printed (to 0.1%)
+
+
+def meets_bar(m) -> bool:  # noqa: ANN001
+    """Coverage after reaches 90%, or the ceiling where that is lower."""
+    return m.after + TOLERANCE >= min(BAR, m.ceiling)
 
 
 def summary_json(s: Suggestion) -> dict:
     """The summary as JSON data (also written to DIR/suggest-summary.json)."""
     return {
-        "schema_version": 1,
+        "schema_version": 2,
         "target": s.target,
         "rules": [
             {
@@ -48,6 +55,10 @@ def summary_json(s: Suggestion) -> dict:
                 "after": round(m.after, 4),
                 "reach": round(m.reach, 4),
                 "ceiling": round(m.ceiling, 4),
+                "ceiling_exact": m.ceiling_exact,
+                "bound": round(m.bound, 4),
+                "bar": round(min(BAR, m.ceiling), 4),
+                "meets_bar": meets_bar(m),
                 "groups_after": m.groups_after,
                 "suggested_groups": m.suggested_groups,
                 "unknown_edges": m.unknown_edges,
@@ -68,12 +79,17 @@ def render_text(s: Suggestion, outdir: Path) -> str:
         )
     if s.dropped:
         lines.append(f"{len(s.dropped)} cluster(s) without a rule (see --min-bytes/--max-rules)")
-    head = f"{'model':40} {'fusable':>9} {'before':>7} {'after':>7} {'reach':>7} {'ceiling':>7}"
+    head = (
+        f"{'model':40} {'fusable':>9} {'before':>7} {'after':>7} {'reach':>7} "
+        f"{'ceiling':>8} {'bound':>7} bar"
+    )
     lines += ["", "coverage of fusable intermediate traffic", head, "-" * len(head)]
     for m in s.coverage:
         lines.append(
             f"{m.model:40} {human_bytes(m.fusable_bytes):>9} {m.before:>7.1%} "
-            f"{m.after:>7.1%} {m.reach:>7.1%} {m.ceiling:>7.1%}"
+            f"{m.after:>7.1%} {m.reach:>7.1%} {m.ceiling:>7.1%}{' ' if m.ceiling_exact else '+'} "
+            f"{m.bound:>7.1%} "
+            f"{'met' if meets_bar(m) else 'no'}"
         )
     unknown = [m for m in s.coverage if m.unknown_edges]
     for m in unknown:
@@ -82,8 +98,11 @@ def render_text(s: Suggestion, outdir: Path) -> str:
             "(bind symbolic dims with --dim name=value)"
         )
     lines.append(
-        "before: the given rules; after: with the drafted rules added; reach: every region "
-        "found fused; ceiling: edges a group within UB and convexity can hold"
+        "before: the given rules; after: with the drafted rules added; reach: what the "
+        "selection picks once the drafted groups are offered (simulated); ceiling: the best "
+        "partition into kernels within UB, convexity and the input limit (+: best found, "
+        "not proven); bound: edges whose smallest convex group alone fits; bar: after >= "
+        "min(90%, ceiling)"
     )
     return "\n".join(lines)
 

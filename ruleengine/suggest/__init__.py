@@ -25,10 +25,8 @@ __all__ = ["Cluster", "DraftRule", "Instance", "ModelCoverage", "Region", "Sugge
 
 Progress = Callable[[str], None]
 
-# Besides the largest regions (most coverage on the models at hand), regions of at most
-# this many compute ops: they recur across layers and exporters, so their rules carry
-# over to other exports of the same architecture.
-COMPACT_OPS = 6
+# A compact region (ruleengine.suggest.regions.COMPACT_OPS) earns a rule only where it
+# recurs (layers, models).
 COMPACT_MIN_INSTANCES = 2
 
 
@@ -71,7 +69,7 @@ def suggest(
     from ruleengine.pipeline import DEFAULT_PRESET, analyze
     from ruleengine.suggest.canon import canonicalize, composite_instances
     from ruleengine.suggest.emit import draft, fitting_priority, rule_name
-    from ruleengine.suggest.regions import edge_ceiling, find_regions
+    from ruleengine.suggest.regions import edge_ceiling, search_regions
 
     if not rules and preset is None:
         preset = DEFAULT_PRESET
@@ -91,8 +89,13 @@ def suggest(
         chosen = analysis.resolution.chosen
         groups = [sc.candidate.nodes for sc in chosen]
         edges = coverage.fusable_edges(graph)
-        regions = find_regions(graph, groups, analysis.target, edges)
-        compact = find_regions(graph, groups, analysis.target, edges, max_ops=COMPACT_OPS)
+        rivals = [
+            (sc.candidate.node_set, sc.cost.net_bytes)
+            for sc in analysis.scored
+            if sc.viable and sc.cost is not None
+        ]
+        search = search_regions(graph, groups, analysis.target, edges, rivals=rivals)
+        regions, compact = search.regions, search.compact
         composites = composite_instances(graph) if regions else ()
         seen: set[tuple[str, ...]] = set()
         for region in (*regions, *compact):
@@ -104,14 +107,15 @@ def suggest(
             clusters.setdefault(canon.key, []).append(inst)
             if region in regions:
                 largest.add(canon.key)
-        covered = {n for r in regions for n in r.nodes}
-        reach_groups = [r.nodes for r in regions] + [g for g in groups if not set(g) & covered]
+        fusable = edges.fusable_bytes or 1
         baseline.append(
             (
                 path,
                 name,
                 coverage.measure(graph, groups, edges),
-                coverage.measure(graph, reach_groups, edges).coverage,
+                search.selected / fusable if edges.fusable_bytes else 1.0,
+                search.ceiling.captured / fusable if edges.fusable_bytes else 1.0,
+                search.ceiling.exact,
                 edge_ceiling(graph, edges, analysis.target),
             )
         )
@@ -255,7 +259,7 @@ def _measure_after(  # noqa: ANN001
         for d in drafts:
             (Path(tmp) / f"{d.name}.yaml").write_text(d.text, encoding="utf-8")
         extra = [tmp] if drafts else []
-        for path, name, before, reach, ceiling in baseline:
+        for path, name, before, reach, ceiling, exact, bound in baseline:
             note(f"measuring {name} with the suggested rules")
             analysis = analyze(path, [*rules, *extra], preset=preset, target=target, dims=dims)
             chosen = analysis.resolution.chosen
@@ -268,6 +272,8 @@ def _measure_after(  # noqa: ANN001
                     after.coverage,
                     reach,
                     ceiling,
+                    exact,
+                    bound,
                     len(chosen),
                     sum(1 for sc in chosen if sc.candidate.rule in suggested),
                     before.unknown_edges,

@@ -62,8 +62,10 @@ class ModelCoverage:
     fusable_bytes: int
     before: float
     after: float
-    reach: float  # what the regions found would capture, fused all together
-    ceiling: float  # edges whose smallest convex group fits UB (an upper bound)
+    reach: float  # what the selection stage picks once the drafted groups are offered
+    ceiling: float  # the best partition into kernels the target accepts, no rule involved
+    ceiling_exact: bool  # proven optimal over every convex connected group (no pool cap hit)
+    bound: float  # edges whose smallest convex group alone fits (each edge on its own)
     groups_after: int
     suggested_groups: int  # chosen groups of suggested rules
     unknown_edges: int = 0  # edges not counted: their tensor's size is unknown

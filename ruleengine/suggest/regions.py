@@ -1,6 +1,15 @@
 """Find the fusable regions that the chosen groups leave unfused.
 
-Start from the chosen groups and every other run-time node on its own; take the fusable
+``search_regions`` is what ``suggest`` uses: the best partition of the graph into kernels
+the target accepts (``partition``: every convex connected group the cost model fuses,
+packed by CP-SAT for the most captured fusable bytes, no rule involved); its groups that
+the rules in use do not already choose are the regions. Its coverage is the ceiling
+allowed by UB, convexity and the fused-input limit. A second packing with at most
+``COMPACT_OPS`` compute ops per group gives the small regions that recur across layers and
+exporters.
+
+``find_regions``, the greedy finder below, seeds the pool with regions grown without a
+size cap. Start from the chosen groups and every other run-time node on its own; take the fusable
 edges that no group captures, largest tensor first, and merge the two sides of each edge
 (with the views it passes through) when the merged set is still a kernel the cost model
 accepts: convex, within the target's UB and fused-input limit, saving HBM bytes net.
@@ -10,6 +19,7 @@ What grew past a chosen group, or formed among free nodes, is a *region*.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 
 from ruleengine import coverage
 from ruleengine.cost.model import Target, Verdict
@@ -18,6 +28,102 @@ from ruleengine.cost.traffic import topo_position
 from ruleengine.graph.model import Graph
 from ruleengine.match.model import Candidate
 from ruleengine.suggest.model import Region
+from ruleengine.suggest.partition import Kernel, Partition, Pool, best_partition, kernel_pool
+
+# Compact regions: at most this many compute ops. They recur across layers and exporters,
+# so their rules carry over to other exports of the same architecture.
+COMPACT_OPS = 6
+
+
+# Drafting partitions tried: the most net bytes (the selection stage's objective) plus
+# this many quarter captured bytes per net byte; and the most captured bytes (the ceiling).
+MIX = (0, 2, 8)
+
+
+@dataclass(frozen=True)
+class RegionSearch:
+    """The regions of one graph, and the partitions they come from."""
+
+    regions: tuple[Region, ...]  # groups of the drafting partition the rules in use lack
+    compact: tuple[Region, ...]  # the same, packing groups of <= COMPACT_OPS compute ops
+    ceiling: Partition  # the most captured fusable bytes: the ceiling
+    drafting: Partition  # the partition the regions come from
+    selected: int  # captured bytes the selection stage picks, drafted groups added
+    pool: Pool
+
+
+def search_regions(
+    graph: Graph,
+    groups: Sequence[Iterable[str]],
+    target: Target,
+    edges: coverage.FusableEdges | None = None,
+    *,
+    rivals: Sequence[tuple[frozenset[str], int]] = (),
+    compact_ops: int = COMPACT_OPS,
+) -> RegionSearch:
+    """The regions to draft rules for, and the ceiling.
+
+    ``groups``: the groups the rules in use choose (kept on ties); ``rivals``: every
+    viable candidate of the rules in use (node set, net bytes). The selection stage picks
+    the most *net* bytes among all candidates, the rules in use and the drafted ones, so
+    the partition with the most captured bytes is not always what it picks once drafted:
+    several drafting partitions are tried (``MIX``: net bytes plus a share of captured
+    bytes, and captured bytes alone), the selection among the rivals and each partition's
+    groups is simulated, and the partition whose selection captures most is drafted.
+    """
+    edges = coverage.fusable_edges(graph) if edges is None else edges
+    pos = topo_position(graph)
+    chosen = [frozenset(g) for g in groups]
+    seeds = find_regions(graph, chosen, target, edges)
+    pool = kernel_pool(graph, target, edges, extra=[*chosen, *(r.nodes for r in seeds)])
+    ceiling = best_partition(graph, pool.kernels, complete=pool.complete, prefer=chosen)
+    kept = set(chosen)
+    small = [k for k in pool.kernels if k.compute_ops <= compact_ops or k.nodes in kept]
+    compact = best_partition(graph, small, prefer=chosen, value=lambda k: k.net_bytes)
+    rival_kernels = [Kernel(nodes, _captured(edges, nodes), 0, net, 0) for nodes, net in rivals]
+
+    def selected(p: Partition) -> int:
+        offered = {k.nodes: k for k in (*rival_kernels, *compact.kernels, *p.kernels)}
+        picked = best_partition(
+            graph,
+            sorted(offered.values(), key=lambda k: sorted(k.nodes)),
+            value=lambda k: k.net_bytes,
+        )
+        return picked.captured
+
+    options = [
+        best_partition(
+            graph,
+            pool.kernels,
+            complete=pool.complete,
+            prefer=chosen,
+            value=lambda k, m=m: 4 * k.net_bytes + m * k.captured,
+        )
+        for m in MIX
+    ]
+    options.append(ceiling)
+    scores = [selected(p) for p in options]
+    best = max(range(len(options)), key=lambda i: (scores[i], -i))
+
+    def regions(p: Partition, cap: int | None = None) -> tuple[Region, ...]:
+        return tuple(
+            Region(tuple(sorted(k.nodes, key=pos.__getitem__)), k.bytes_saved, k.net_bytes)
+            for k in p.kernels
+            if k.nodes not in kept and (cap is None or k.compute_ops <= cap)
+        )
+
+    return RegionSearch(
+        regions(options[best]),
+        regions(compact, compact_ops),
+        ceiling,
+        options[best],
+        scores[best],
+        pool,
+    )
+
+
+def _captured(edges: coverage.FusableEdges, nodes: frozenset[str]) -> int:
+    return sum(e.nbytes for e in edges.edges if e.producer in nodes and e.consumer in nodes)
 
 
 def _candidate(graph: Graph, nodes: Iterable[str]) -> Candidate:

@@ -125,8 +125,10 @@ def test_cli_writes_rules_and_summary(case, tmp_path):
     )
     assert res.exit_code == 0, res.output
     data = json.loads(res.stdout)
-    assert data["schema_version"] == 1
-    assert data["coverage"][0]["before"] == 0.0 and data["coverage"][0]["after"] == 1.0
+    assert data["schema_version"] == 2
+    cov = data["coverage"][0]
+    assert cov["before"] == 0.0 and cov["after"] == 1.0
+    assert cov["ceiling"] == 1.0 and cov["ceiling_exact"] and cov["meets_bar"]
     names = {r["file"] for r in data["rules"]}
     assert names == {p.name for p in out.glob("*.yaml")}
     assert json.loads((out / "suggest-summary.json").read_text()) == data
@@ -153,6 +155,7 @@ def test_real_export_coverage_rises_and_rules_lint_clean(tmp_path):
     assert m.after > m.before + 0.3
     assert m.after == pytest.approx(m.reach, abs=0.02)
     assert m.reach <= m.ceiling + 1e-9
+    assert m.after >= min(0.9, m.ceiling) - 0.0005  # issue 16's bar
     for d in s.rules:
         (tmp_path / f"{d.name}.yaml").write_text(d.text)
     repo_rules = Path(__file__).resolve().parents[2] / "rules"
@@ -304,3 +307,64 @@ def test_composites_that_would_exceed_the_clause_budget_are_spelled_out(tmp_path
     types = {op["type"] for op in _ops(s.rules[0].text)}
     assert "Gelu" not in types and {"Erf", "Div", "Mul", "Add"} <= types
     assert s.coverage[0].after == pytest.approx(1.0)
+
+
+# Two elementwise chains joined by an Add, each op reading its own weight: all of it is
+# one group only if the target takes enough kernel inputs.
+WIDE = """<ir_version: 8, opset_import: ["" : 17]>
+g (float[64,256] x, float[64,256] W_0, float[64,256] W_1, float[64,256] W_2,
+   float[64,256] W_3, float[64,256] W_4, float[64,256] W_5) => (float[64,256] y)
+{
+  [m0] a0 = Mul (x, W_0)
+  [m1] a1 = Add (a0, W_1)
+  [m2] a2 = Mul (a1, W_2)
+  [n0] b0 = Sub (x, W_3)
+  [n1] b1 = Mul (b0, W_4)
+  [n2] b2 = Add (b1, W_5)
+  [j] y = Add (a2, b2)
+}
+"""
+
+
+def _target_with_inputs(tmp_path, n: int) -> Path:
+    base = yaml.safe_load(
+        (Path(__file__).resolve().parents[2] / "targets" / "ascend910b.yaml").read_text()
+    )
+    base.update(name=f"inputs{n}", max_fused_inputs=n)
+    path = tmp_path / f"inputs{n}.yaml"
+    path.write_text(yaml.safe_dump(base))
+    return path
+
+
+def test_ceiling_follows_the_targets_input_limit(tmp_path):
+    """Weights are kernel inputs: with 8 slots (x + 6 weights = 7 fit) the whole graph is
+    one kernel; with 4 slots it must be cut, and the best partition says where. The
+    ceiling is proven (every convex group enumerated, CP-SAT optimal)."""
+    from ruleengine.cost import load_target
+    from ruleengine.suggest.regions import search_regions
+
+    graph = load_graph(save(WIDE, tmp_path / "w.onnx"))
+    edges = coverage.fusable_edges(graph)
+    wide = search_regions(graph, [], load_target(str(_target_with_inputs(tmp_path, 8))), edges)
+    assert wide.ceiling.captured == edges.fusable_bytes and wide.ceiling.exact
+    narrow = search_regions(graph, [], load_target(str(_target_with_inputs(tmp_path, 4))), edges)
+    assert narrow.ceiling.exact
+    for k in narrow.ceiling.kernels:  # each group within 4 inputs (x and weights count)
+        inputs = {t for n in k.nodes for t in graph.node(n).inputs} - {
+            t for n in k.nodes for t in graph.node(n).outputs
+        }
+        assert len(inputs) <= 4
+    assert 0 < narrow.ceiling.captured < edges.fusable_bytes
+
+
+def test_best_partition_beats_the_greedy_order(tmp_path):
+    """On MOVE the greedy merge binds `a` to `b`; the partition search finds the grouping
+    that captures the most fusable bytes (here: everything, UB allows it)."""
+    from ruleengine.cost import load_target
+    from ruleengine.suggest.regions import search_regions
+
+    graph = load_graph(save(MOVE, tmp_path / "m.onnx"))
+    edges = coverage.fusable_edges(graph)
+    found = search_regions(graph, [], load_target("ascend910b"), edges)
+    assert found.ceiling.captured == edges.fusable_bytes
+    assert [set(r.nodes) for r in found.regions] == [{"b", "a", "c1", "c2", "d"}]

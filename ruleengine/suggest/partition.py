@@ -1,0 +1,332 @@
+"""The best partition of a graph into kernels the target accepts, for the most fusable bytes.
+
+This is the region finder without any rule: what the coverage *ceiling* allowed by UB,
+convexity and the fused-input limit is, and which groups reach it.
+
+1. **Pool.** Every node set that is connected by fusable edges (with the views they pass
+   through), convex, and that the cost model fuses (verdict ``fuse``, no rule: within the
+   target's UB and ``max_fused_inputs``, saving HBM bytes net). Sets grow one neighbour at
+   a time and are closed under convexity after each step (every node on a path between
+   two members joins; a closure that takes in an opaque or compile-time node is no
+   kernel), so each convex connected set is reached once, through convex sets only.
+   A set is not grown further when the weights of its nodes alone exceed the target's
+   ``max_fused_inputs`` (weights and constant tensors stay kernel inputs whatever joins:
+   exact), when its working set overflows UB (the UB model's working set grows with the
+   group), or when it holds ``max_ops`` compute ops. Groups given by the caller (the
+   chosen groups of the rules in use, regions grown without a size cap) join the pool.
+2. **Packing.** CP-SAT (``resolve.exact.solve_component``) picks disjoint groups of the
+   pool with the most captured fusable bytes; ties go to the caller's preferred groups,
+   then to more, smaller groups. Lazy cycle cuts keep the contracted graph acyclic.
+
+``Partition.exact`` says whether the optimum is proven over every such group: the
+solver proved optimality and no cap cut the pool short.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+
+from ruleengine import coverage
+from ruleengine.cost.model import Target, Verdict
+from ruleengine.cost.scoring import GroupMemo, score_one
+from ruleengine.graph.model import Graph
+from ruleengine.match.model import Candidate
+
+# Pool caps: compute (non-view) ops per group and sets scored per graph; past them, merge
+# rounds grow the best partition's groups (bench/suggest.py reports which models' pools
+# are complete: there the ceiling is proven).
+MAX_POOL_OPS = 10
+MAX_POOL_SETS = 12_000
+MERGE_ROUNDS = 4
+MAX_CYCLE_CUTS = 200
+SOLVE_SECONDS = 30.0
+_INDEX_DTYPES = frozenset({"int32", "int64"})
+
+
+@dataclass(frozen=True)
+class Kernel:
+    """One group of the pool: its nodes and what fusing it captures and saves."""
+
+    nodes: frozenset[str]
+    captured: int  # fusable-edge bytes inside the group
+    bytes_saved: int
+    net_bytes: int
+    compute_ops: int
+
+
+@dataclass(frozen=True)
+class Partition:
+    """Disjoint kernels with the most captured fusable bytes found over a pool."""
+
+    kernels: tuple[Kernel, ...]  # in graph order (first node)
+    captured: int
+    status: str  # the solver's: OPTIMAL, FEASIBLE
+    pool: int  # groups in the pool
+    complete: bool  # no cap cut the pool short
+
+    @property
+    def exact(self) -> bool:
+        return self.complete and self.status == "OPTIMAL"
+
+
+@dataclass(frozen=True)
+class Pool:
+    kernels: tuple[Kernel, ...]
+    complete: bool
+    scored: int  # sets the cost model judged
+    capped: str = ""  # which cap cut the pool short, if any
+
+
+def _candidate(graph: Graph, nodes: Iterable[str], pos) -> Candidate:  # noqa: ANN001
+    ordered = sorted(set(nodes), key=pos.__getitem__)
+    return Candidate("", 0, tuple((n,) for n in ordered), (), ())
+
+
+def _weights(graph: Graph, node_names: Iterable[str]) -> dict[str, frozenset[str]]:
+    """Per node, the constant inputs that take a kernel input slot whatever the group
+    (the cost model's rule: not a scalar, not an integer index/shape tensor)."""
+    out = {}
+    for name in node_names:
+        found = set()
+        for t in graph.node(name).inputs:
+            tensor = graph.tensors.get(t) if t else None
+            if tensor is None or not (
+                tensor.is_constant or tensor.is_initializer or tensor.const_foldable
+            ):
+                continue
+            if (tensor.numel or 0) <= 1 or tensor.dtype in _INDEX_DTYPES:
+                continue
+            found.add(t)
+        out[name] = frozenset(found)
+    return out
+
+
+def _slot(graph: Graph, t: str) -> bool:
+    """Whether input tensor ``t`` takes a kernel input slot (the cost model's rule)."""
+    tensor = graph.tensors.get(t)
+    if tensor is None:
+        return True
+    if tensor.is_constant or tensor.is_initializer or tensor.const_foldable:
+        return (tensor.numel or 0) > 1 and tensor.dtype not in _INDEX_DTYPES
+    return True
+
+
+def kernel_pool(
+    graph: Graph,
+    target: Target,
+    edges: coverage.FusableEdges,
+    *,
+    extra: Sequence[Iterable[str]] = (),
+    max_ops: int = MAX_POOL_OPS,
+    max_sets: int = MAX_POOL_SETS,
+    memo: GroupMemo | None = None,
+) -> Pool:
+    """Every convex connected group the cost model fuses (see the module docstring)."""
+    from ruleengine.topology import graph_topology
+
+    topo = graph_topology(graph)
+    names = topo.names
+    index = {n: i for i, n in enumerate(names)}
+    memo = memo or GroupMemo(graph, target)
+    kinds = coverage.node_kinds(graph)
+    folded = coverage.compile_time_nodes(graph)
+
+    # descendants / ancestors as bitsets, for convex closures
+    desc = [0] * len(names)
+    for n in reversed(names):
+        bits = 1 << index[n]
+        for s in topo.succ[n]:
+            bits |= desc[index[s]]
+        desc[index[n]] = bits
+    preds: list[list[int]] = [[] for _ in names]
+    for u in names:
+        for v in topo.succ[u]:
+            preds[index[v]].append(index[u])
+    anc = [0] * len(names)
+    for i in range(len(names)):
+        bits = 1 << i
+        for p in preds[i]:
+            bits |= anc[p]
+        anc[i] = bits
+
+    allowed = 0
+    for n in names:
+        if n not in folded and kinds[n] != coverage.OPAQUE:
+            allowed |= 1 << index[n]
+    near: dict[int, set[int]] = {}
+    edge_masks: dict[int, list[tuple[int, int]]] = {}
+    for e in edges.edges:
+        chain = [index[x] for x in (e.producer, *e.via, e.consumer)]
+        for a in chain:
+            near.setdefault(a, set()).update(b for b in chain if b != a)
+        mask = (1 << chain[0]) | (1 << chain[-1])
+        edge_masks.setdefault(chain[0], []).append((mask, e.nbytes))
+    neighbours = {a: tuple(sorted(b for b in bs if allowed >> b & 1)) for a, bs in near.items()}
+    weights = _weights(graph, (names[i] for i in range(len(names)) if allowed >> i & 1))
+    compute = [kinds[n] != coverage.VIEW for n in names]
+
+    def members(bits: int) -> list[int]:
+        out = []
+        while bits:
+            low = bits & -bits
+            out.append(low.bit_length() - 1)
+            bits ^= low
+        return out
+
+    def closure(bits: int) -> int:
+        d = a = 0
+        for i in members(bits):
+            d |= desc[i]
+            a |= anc[i]
+        return (d & a) | bits
+
+    def captured(ids: list[int], bits: int) -> int:
+        return sum(b for i in ids for mask, b in edge_masks.get(i, ()) if bits & mask == mask)
+
+    kernels: dict[int, Kernel] = {}
+
+    def judge(ids: list[int], bits: int) -> Verdict:
+        nodes = [names[i] for i in ids]
+        scored = score_one(graph, _candidate(graph, nodes, topo.pos), None, target, memo=memo)
+        got = captured(ids, bits)
+        if scored.verdict is Verdict.FUSE and got > 0:
+            cost = scored.cost
+            kernels[bits] = Kernel(
+                frozenset(nodes),
+                got,
+                cost.bytes_saved,  # type: ignore[union-attr]
+                cost.net_bytes,  # type: ignore[union-attr]
+                sum(compute[i] for i in ids),
+            )
+        return scored.verdict
+
+    # kernel inputs as the cost model counts them (data ports; weights unless scalar or
+    # integer), to skip scoring sets that are over the limit anyway
+    slots: list[tuple[str, ...]] = []
+    made: list[tuple[str, ...]] = []
+    for n in names:
+        node = graph.node(n)
+        ports = node.inputs[:1] if kinds[n] == coverage.VIEW else node.inputs
+        slots.append(tuple(t for t in ports if t and _slot(graph, t)))
+        made.append(tuple(t for t in node.outputs if t))
+
+    def too_many_inputs(ids: list[int]) -> bool:
+        produced = {t for i in ids for t in made[i]}
+        return len({t for i in ids for t in slots[i] if t not in produced}) > limit
+
+    limit = target.max_fused_inputs
+    seen: set[int] = set()
+    frontier = sorted(1 << i for i in neighbours)
+    seen.update(frontier)
+    scored_sets = 0
+    complete = True
+    capped = ""
+    while frontier:
+        grow: list[int] = []
+        for bits in frontier:
+            ids = members(bits)
+            if len(ids) > 1:
+                if scored_sets >= max_sets:
+                    complete, capped = False, f"{max_sets} sets"
+                    break
+                if not too_many_inputs(ids):
+                    scored_sets += 1
+                    if judge(ids, bits) is Verdict.UB_OVERFLOW:
+                        continue
+            if sum(compute[i] for i in ids) >= max_ops:
+                if any(not bits >> u & 1 for i in ids for u in neighbours.get(i, ())):
+                    complete, capped = False, f"{max_ops} ops"  # could grow further
+                continue
+            for i in ids:
+                for u in neighbours.get(i, ()):
+                    if bits >> u & 1:
+                        continue
+                    bigger = closure(bits | 1 << u)
+                    if bigger in seen:
+                        continue
+                    seen.add(bigger)
+                    if bigger & ~allowed:
+                        continue
+                    ids2 = members(bigger)
+                    if len(frozenset().union(*(weights[names[j]] for j in ids2))) > limit:
+                        continue
+                    grow.append(bigger)
+        frontier = sorted(grow)
+        if scored_sets >= max_sets:
+            break
+    for group in extra:
+        ids = sorted(index[n] for n in group)
+        bits = sum(1 << i for i in ids)
+        if bits not in kernels and len(ids) > 1:
+            judge(ids, bits)
+    # merge rounds past the caps: the best partition so far; every uncaptured edge
+    # between two of its groups (or lone nodes) tries the convex closure of their union
+    tried: set[int] = set()
+    for _ in range(MERGE_ROUNDS if not complete else 0):
+        ordered = [k for _, k in sorted(kernels.items())]
+        part = best_partition(graph, ordered)
+        owner: dict[int, int] = {}
+        for k in part.kernels:
+            bits = sum(1 << index[n] for n in k.nodes)
+            for n in k.nodes:
+                owner[index[n]] = bits
+        added = 0
+        for e in sorted(edges.edges, key=lambda e: (-e.nbytes, e.producer, e.consumer, e.tensor)):
+            a, b = index[e.producer], index[e.consumer]
+            ends = owner.get(a, 1 << a) | owner.get(b, 1 << b)
+            if owner.get(a) is not None and owner.get(a) == owner.get(b):
+                continue
+            bits = closure(ends | sum(1 << index[v] for v in e.via))
+            if bits in tried or bits in kernels or bits & ~allowed:
+                continue
+            tried.add(bits)
+            ids = members(bits)
+            if not too_many_inputs(ids) and judge(ids, bits) is Verdict.FUSE:
+                added += 1
+        if not added:
+            break
+    ordered = sorted(kernels.items())
+    return Pool(tuple(k for _, k in ordered), complete, scored_sets, capped)
+
+
+def best_partition(
+    graph: Graph,
+    pool: Sequence[Kernel],
+    *,
+    complete: bool = True,
+    prefer: Iterable[Iterable[str]] = (),
+    value: Callable[[Kernel], int] = lambda k: k.captured,
+) -> Partition:
+    """Disjoint kernels of ``pool`` with the most total ``value`` (default: captured
+    fusable bytes), acyclic once contracted; among equal values, the ``prefer`` groups,
+    then more groups."""
+    from ruleengine.cost.traffic import topo_position
+    from ruleengine.resolve.exact import solve_component
+    from ruleengine.topology import find_cycle
+
+    pos = topo_position(graph)
+    preferred = {frozenset(g) for g in prefer}
+    scale = 8 * (len(graph.nodes) + 1)  # ties never outweigh one unit of value
+    weights = [max(0, value(k)) * scale + 1 + 4 * (k.nodes in preferred) for k in pool]
+    node_sets = [k.nodes for k in pool]
+    hint = frozenset(i for i, k in enumerate(pool) if k.nodes in preferred)
+    cuts: list[frozenset[int]] = []
+    status = "OPTIMAL"
+    chosen: list[int] = []
+    for _ in range(MAX_CYCLE_CUTS):
+        sol = solve_component(
+            weights, node_sets, cuts, hint=hint, time_limit_s=SOLVE_SECONDS, seed=0, workers=1
+        )
+        status = sol.status
+        chosen = sorted(sol.selected)
+        cycle = find_cycle(graph, [pool[i].nodes for i in chosen])
+        if cycle is None:
+            break
+        cuts.append(frozenset(chosen[c] for c in cycle))
+    else:  # cuts did not converge: drop the groups of the last cycle found
+        bad = set(cuts[-1]) if cuts else set()
+        chosen = [i for i in chosen if i not in bad]
+        status = "FEASIBLE"
+    kernels = sorted((pool[i] for i in chosen), key=lambda k: min(pos[n] for n in k.nodes))
+    return Partition(tuple(kernels), sum(k.captured for k in kernels), status, len(pool), complete)
