@@ -222,7 +222,7 @@ from ruleengine.pipeline import analyze
 from ruleengine.rewrite.onnx_rewrite import rewrite_model
 from ruleengine.rewrite.plan import build_groups
 from ruleengine.verification.groups import check_groups
-from ruleengine.rewrite.verify import make_inputs
+from ruleengine.verification.numerics import make_inputs
 path = Path(sys.argv[1]); sample = int(sys.argv[2])
 a = analyze(path)
 proto = onnx.load(str(path), load_external_data=False)

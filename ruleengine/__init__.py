@@ -248,7 +248,7 @@ def verify(
     """Run two models in onnxruntime on the same inputs; cosine and max abs error per output."""
     import onnx
 
-    from ruleengine.rewrite import verify as v
+    from ruleengine.verification import numerics as v
 
     orig = original if isinstance(original, onnx.ModelProto) else onnx.load(str(original))
     new = fused if isinstance(fused, onnx.ModelProto) else onnx.load(str(fused))

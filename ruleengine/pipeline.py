@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from ruleengine.cost.model import ScoredCandidate, Target
 from ruleengine.diagnostics import codes
@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     import onnx
 
     from ruleengine.kernels.model import Catalog
-    from ruleengine.rewrite.model import FusedGroup, Plan, Verification
+    from ruleengine.rewrite.model import FusedGroup, Plan
     from ruleengine.rewrite.weights import Placement, WeightSurvey
 
 DEFAULT_TARGET = "ascend910b"
@@ -257,6 +257,7 @@ def fuse(
     if plan_detail not in ("compact", "full"):
         raise UsageError(f"unknown plan detail {plan_detail!r}; choose compact or full")
 
+    from ruleengine.kernels.bind import bind_groups
     from ruleengine.kernels.catalog import catalog_for
     from ruleengine.rewrite import weights
     from ruleengine.rewrite.emit import render_files, serialize_model
@@ -317,11 +318,13 @@ def fuse(
         from ruleengine.verification import choose_mode
 
         choice = choose_mode(graph, found, verify_mode, str(path))
+    from ruleengine.verification import mark_verified, unbound_warning
+
     groups = build_groups(graph, analysis.resolution.chosen, analysis.rule_set)
-    groups, calls = _bind_contracts(graph, groups, analysis.rule_set, catalog)
+    groups, calls = bind_groups(graph, groups, analysis.rule_set, catalog)
     unbound = {g.id for g in groups if g.contract is not None and g.contract.status == "unbound"}
     if not do_verify:
-        warnings += tuple(_unbound_warning(g, path) for g in groups if g.id in unbound)
+        warnings += tuple(unbound_warning(g, path) for g in groups if g.id in unbound)
     _note(progress, f"rewriting {len(groups)} groups")
 
     def build(subset: Sequence[FusedGroup]) -> onnx.ModelProto:
@@ -372,7 +375,7 @@ def fuse(
         )
     timings.append(("check", time.perf_counter() - clock))
     clock = time.perf_counter()
-    groups = _mark_verified(groups, result_verification)
+    groups = mark_verified(groups, result_verification)
     called = fused_nodes(fused)
     groups = tuple(
         replace(g, node_name=called[g.id][0], overload=called[g.id][1]) if g.id in called else g
@@ -436,58 +439,6 @@ def _check_contracts(rule_set: RuleSet, catalog: Catalog, then: Callable[[RuleSe
             f"{n} rule rewrite{'s' if n != 1 else ''} contradict the kernel catalog", errors
         )
     then(rule_set)
-
-
-def _bind_contracts(
-    graph: Graph, groups: Sequence[FusedGroup], rule_set: RuleSet, catalog: Catalog
-) -> tuple[tuple[FusedGroup, ...], dict[int, Any]]:
-    """Each group's contract (FusedGroup.contract) and the kernel calls of bound ones."""
-    from ruleengine.kernels.bind import bind
-    from ruleengine.kernels.model import Contract
-
-    rules = rule_set.by_name()
-    out, calls = [], {}
-    for g in groups:
-        entry = catalog.get(g.target_op)
-        if entry is None:
-            out.append(replace(g, contract=Contract(None)))
-            continue
-        call, contract = bind(graph, g, rules[g.rule], entry)
-        if call is not None:
-            calls[g.id] = call
-        out.append(replace(g, contract=contract))
-    return tuple(out), calls
-
-
-def _unbound_warning(g: FusedGroup, path: Path) -> Diagnostic:
-    return Diagnostic(
-        "AF406",
-        "contract-unbound",
-        Severity.WARNING,
-        f"group {g.id} ({g.rule}) does not fit kernel {g.target_op}: {g.contract.reason}",
-        Location(str(path)),
-        "fuse with --safe to drop it, or fix the rule's target_op or the catalog entry",
-    )
-
-
-def _mark_verified(groups: Sequence[FusedGroup], v: Verification | None) -> tuple[FusedGroup, ...]:
-    """Record in each group's contract how it was verified against its kernel."""
-    if v is None:
-        return tuple(groups)
-    passed = {c.group for c in v.groups if c.status == "passed"}
-    out = []
-    for g in groups:
-        c = g.contract
-        if c is None or c.status != "bound":
-            out.append(g)
-            continue
-        how = "not at all"
-        if v.mode == "per-group" and g.id in passed:
-            how = "per group"
-        elif v.mode == "whole" and v.ok:
-            how = "whole model"
-        out.append(replace(g, contract=replace(c, verified=how)))
-    return tuple(out)
 
 
 def _sha256(path: Path) -> str:

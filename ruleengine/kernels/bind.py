@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ruleengine.graph.model import Graph
-from ruleengine.kernels.model import Binding, Contract, Form, KernelEntry
+from ruleengine.kernels.model import Binding, Catalog, Contract, Form, KernelEntry
 from ruleengine.rules.model import Rule
 
 
@@ -147,6 +147,27 @@ def bind(graph: Graph, group: Any, rule: Rule, entry: KernelEntry) -> tuple[Call
         attrs,
     )
     return call, _with(base, status="bound", form=form.name, ports=ports, attributes=attrs)
+
+
+def bind_groups(
+    graph: Graph, groups: Sequence[Any], rule_set: Any, catalog: Catalog
+) -> tuple[tuple[Any, ...], dict[int, Call]]:
+    """Each group (rewrite.model.FusedGroup) with its contract, and the calls of the
+    groups bound to reference semantics (by group id)."""
+    from dataclasses import replace
+
+    rules = rule_set.by_name()
+    out, calls = [], {}
+    for g in groups:
+        entry = catalog.get(g.target_op)
+        if entry is None:
+            out.append(replace(g, contract=Contract(None)))
+            continue
+        call, contract = bind(graph, g, rules[g.rule], entry)
+        if call is not None:
+            calls[g.id] = call
+        out.append(replace(g, contract=contract))
+    return tuple(out), calls
 
 
 def _form(

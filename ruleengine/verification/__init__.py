@@ -24,10 +24,9 @@ import onnx
 from ruleengine.diagnostics.model import Diagnostic, Location, Severity
 from ruleengine.errors import AutofusionError, UsageError
 from ruleengine.graph.model import Graph
-from ruleengine.rewrite import verify as numerics
 from ruleengine.rewrite.model import FusedGroup, GroupCheck, Verification
 from ruleengine.rewrite.weights import WeightSurvey, external_buffers
-from ruleengine.verification import memory
+from ruleengine.verification import memory, numerics
 
 MODES = ("auto", "whole", "per-group")
 
@@ -192,6 +191,38 @@ def verify_fused(
         available_bytes=choice.available_bytes,
     )
     return replace(outcome, verification=v)
+
+
+def unbound_warning(g: FusedGroup, path: Path) -> Diagnostic:
+    """AF406 when nothing verifies: a group that does not fit its kernel's contract."""
+    return Diagnostic(
+        "AF406",
+        "contract-unbound",
+        Severity.WARNING,
+        f"group {g.id} ({g.rule}) does not fit kernel {g.target_op}: {g.contract.reason}",
+        Location(str(path)),
+        "fuse with --safe to drop it, or fix the rule's target_op or the catalog entry",
+    )
+
+
+def mark_verified(groups: Sequence[FusedGroup], v: Verification | None) -> tuple[FusedGroup, ...]:
+    """Record in each group's contract how it was verified against its kernel."""
+    if v is None:
+        return tuple(groups)
+    passed = {c.group for c in v.groups if c.status == "passed"}
+    out = []
+    for g in groups:
+        c = g.contract
+        if c is None or c.status != "bound":
+            out.append(g)
+            continue
+        how = "not at all"
+        if v.mode == "per-group" and g.id in passed:
+            how = "per group"
+        elif v.mode == "whole" and v.ok:
+            how = "whole model"
+        out.append(replace(g, contract=replace(c, verified=how)))
+    return tuple(out)
 
 
 def _per_group(

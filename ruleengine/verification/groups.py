@@ -18,10 +18,10 @@ import onnx
 from onnx import helper
 
 from ruleengine.graph.model import Graph
-from ruleengine.rewrite import verify as numerics
 from ruleengine.rewrite.model import FusedGroup, GroupCheck
 from ruleengine.rewrite.onnx_rewrite import node_index
 from ruleengine.rewrite.weights import tensor_array, tensor_nbytes
+from ruleengine.verification import numerics
 
 # The upstream computation of integer inputs runs only if it stays this small.
 CONE_BUDGET_BYTES = 256 << 20

@@ -18,7 +18,7 @@ import pytest
 
 from ruleengine.pipeline import fuse
 from ruleengine.resources import schema_path
-from ruleengine.rewrite import verify as V
+from ruleengine.verification import numerics as V
 
 SHARED = Path(__file__).resolve().parents[2] / ".." / "shared"
 MODELS = sorted((SHARED / "models").glob("*.onnx"))

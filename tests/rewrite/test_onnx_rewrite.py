@@ -9,10 +9,10 @@ import numpy as np
 import onnx
 import pytest
 
-from ruleengine.rewrite import verify as V
 from ruleengine.rewrite.onnx_rewrite import RewriteError, rewrite_model
 from ruleengine.rewrite.plan import build_groups
 from ruleengine.rules.model import RuleSet
+from ruleengine.verification import numerics as V
 from tests.rewrite.records import graph_from_model, rule, scored
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "mlp_block.onnx"

@@ -9,10 +9,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from onnx import TensorProto, helper
 
-from ruleengine.rewrite import verify as V
 from ruleengine.rewrite.onnx_rewrite import rewrite_model
 from ruleengine.rewrite.plan import build_groups
 from ruleengine.rules.model import RuleSet
+from ruleengine.verification import numerics as V
 from tests.rewrite.records import graph_from_model, rule, scored
 
 UNARY = ["Relu", "Tanh", "Sigmoid", "Neg"]

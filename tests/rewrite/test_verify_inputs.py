@@ -13,7 +13,7 @@ from onnx import TensorProto, helper
 
 from ruleengine import pipeline
 from ruleengine.errors import UsageError
-from ruleengine.rewrite import verify as V
+from ruleengine.verification import numerics as V
 
 
 def _opt_seq_model() -> onnx.ModelProto:

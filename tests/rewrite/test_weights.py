@@ -18,7 +18,7 @@ from ruleengine.cli import app
 from ruleengine.errors import UsageError
 from ruleengine.pipeline import fuse, write_outputs
 from ruleengine.rewrite import weights
-from ruleengine.rewrite.verify import run_model
+from ruleengine.verification.numerics import run_model
 
 RULE = """\
 name: matmul_bias_relu
