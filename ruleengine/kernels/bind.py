@@ -9,7 +9,7 @@ the group; every tensor leaving the group must be an output of the kernel.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,6 +27,7 @@ class Call:
     inputs: tuple[str, ...]  # tensor per function input ("" for an absent optional port)
     outputs: tuple[str, ...]  # tensor per function output ("" when it does not leave)
     attributes: tuple[tuple[str, Any], ...]
+    float_type: int | None = None  # ONNX element type of the first float input (CastLike)
 
 
 def _nodes_of(graph: Graph, nodes: Sequence[str], op: str) -> list[str]:
@@ -35,7 +36,7 @@ def _nodes_of(graph: Graph, nodes: Sequence[str], op: str) -> list[str]:
 
 def _resolve(graph: Graph, nodes: Sequence[str], produced: set[str], b: Binding) -> str | None:
     found = _nodes_of(graph, nodes, b.op)
-    if b.nth >= len(found):
+    if not -len(found) <= b.nth < len(found):
         return None
     node = graph.node(found[b.nth])
     if b.output is not None:
@@ -66,23 +67,60 @@ def _rule_port(graph: Graph, group: Any, rule: Rule, index: int) -> tuple[bool, 
 
 
 def attribute_values(
-    graph: Graph, nodes: Sequence[str], rule: Rule, entry: KernelEntry
-) -> tuple[tuple[str, Any], ...]:
-    """The call's attributes: the rule's, else bound from the group, else the default."""
+    graph: Graph,
+    nodes: Sequence[str],
+    rule: Rule,
+    entry: KernelEntry,
+    form: Form | None = None,
+) -> tuple[tuple[tuple[str, Any], ...], list[str]]:
+    """The call's attributes and what contradicts ``form``: the rule's value, else a
+    constant the form binds, else bound from the group, else the form's, else the default."""
+    produced = {t for n in nodes for t in graph.node(n).outputs if t}
+    fixed = dict(form.attributes) if form is not None else {}
+    bound = dict(form.bind) if form is not None else {}
     out: list[tuple[str, Any]] = []
+    problems: list[str] = []
     for a in entry.attributes:
         value = None
         if a.name in rule.rewrite.attributes:
             value = rule.rewrite.attributes[a.name]
+        elif a.name in bound:
+            value = _constant(graph, nodes, produced, bound[a.name])
+            if value is None:
+                problems.append(f"attribute {a.name} binds no constant of the group")
         elif a.from_op is not None:
             found = _nodes_of(graph, nodes, a.from_op)
             if found:
                 value = graph.node(found[0]).attributes.get(a.from_attribute or a.name)
         if value is None:
-            value = a.default
+            value = fixed.get(a.name, a.default)
         if value is not None:
             out.append((a.name, _typed(a.type, value)))
-    return tuple(out)
+        if (
+            a.name in fixed
+            and value is not None
+            and _typed(a.type, value) != _typed(a.type, fixed[a.name])
+        ):
+            problems.append(
+                f"form {form.name} computes {a.name}={fixed[a.name]}, the call says {value}"  # type: ignore[union-attr]
+            )
+    return tuple(out), problems
+
+
+def _constant(
+    graph: Graph, nodes: Sequence[str], produced: set[str], bindings: Sequence[Binding]
+) -> Any:
+    """The scalar value of the first constant a binding finds (None: none is constant)."""
+    for b in bindings:
+        t = _resolve(graph, nodes, produced, b)
+        tensor = graph.tensors.get(t) if t else None
+        values = tensor.const_value if tensor is not None else None
+        if values is not None and len(values) == 1:
+            value = float(values[0])
+            if b.reciprocal:
+                value = 1.0 / value if value else None
+            return value
+    return None
 
 
 def _typed(kind: str, value: Any) -> Any:
@@ -97,6 +135,46 @@ def _typed(kind: str, value: Any) -> Any:
     return str(value)
 
 
+def _bind_ports(
+    graph: Graph,
+    group: Any,
+    rule: Rule,
+    entry: KernelEntry,
+    form: Form | None,
+) -> tuple[dict[str, str], dict[str, str], list[str]]:
+    """Input and output port tensors (the rule's rewrite.inputs, else the form's bindings,
+    else the entry's), and what does not bind."""
+    nodes = group.nodes
+    produced = {t for n in nodes for t in graph.node(n).outputs if t}
+    overrides = dict(form.bind) if form is not None else {}
+    ins: dict[str, str] = {}
+    problems: list[str] = []
+    for i, port in enumerate(entry.inputs or ()):
+        named, tensor = _rule_port(graph, group, rule, i)
+        if not named:
+            tensor = next(
+                (
+                    t
+                    for b in overrides.get(port.name, port.bind)
+                    if (t := _resolve(graph, nodes, produced, b))
+                ),
+                None,
+            )
+        if tensor is not None and tensor in produced:
+            problems.append(f"port {port.name} bound to {tensor}, produced inside the group")
+        elif tensor is not None:
+            ins[port.name] = tensor
+        elif (not port.optional and (form is None or port.name in form.inputs)) or named:
+            problems.append(f"input port {port.name} binds no tensor of the group")
+    outs: dict[str, str] = {}
+    for port in entry.outputs or ():
+        bindings = overrides.get(port.name, port.bind)
+        tensor = next((t for b in bindings if (t := _resolve(graph, nodes, produced, b))), None)
+        if tensor is not None:
+            outs[port.name] = tensor
+    return ins, outs, problems
+
+
 def bind(graph: Graph, group: Any, rule: Rule, entry: KernelEntry) -> tuple[Call | None, Contract]:
     """Bind ``group`` to ``entry``: a Call (None when the kernel has no reference
     semantics or does not fit) and the Contract record for the plan."""
@@ -106,47 +184,66 @@ def bind(graph: Graph, group: Any, rule: Rule, entry: KernelEntry) -> tuple[Call
         source=entry.location.file if entry.location else None,
     )
     nodes = group.nodes
-    produced = {t for n in nodes for t in graph.node(n).outputs if t}
-    ins: dict[str, str] = {}
-    problems: list[str] = []
-    for i, port in enumerate(entry.inputs or ()):
-        named, tensor = _rule_port(graph, group, rule, i)
-        if not named:
-            tensor = next(
-                (t for b in port.bind if (t := _resolve(graph, nodes, produced, b))), None
-            )
-        if tensor is not None and tensor in produced:
-            problems.append(f"port {port.name} bound to {tensor}, produced inside the group")
-        elif tensor is not None:
-            ins[port.name] = tensor
-        elif not port.optional or named:
-            problems.append(f"input port {port.name} binds no tensor of the group")
-    outs: dict[str, str] = {}
-    for port in entry.outputs or ():
-        tensor = next((t for b in port.bind if (t := _resolve(graph, nodes, produced, b))), None)
-        if tensor is not None:
-            outs[port.name] = tensor
-    attrs = attribute_values(graph, nodes, rule, entry)
-    ports = tuple(ins.items()) + tuple(outs.items())
     if not entry.forms:
-        return None, _with(base, status="no-reference", ports=ports, attributes=attrs)
-    if entry.outputs is not None:
-        missing = [t for t in group.outputs if t not in outs.values()]
-        if missing:
-            problems.append(f"tensor {missing[0]} leaves the group but no kernel output is it")
-    form = _form(entry, group.op_types, ins, problems)
-    if form is None or problems:
-        return None, _with(
-            base, status="unbound", ports=ports, attributes=attrs, reason="; ".join(problems)
+        ins, outs, problems = _bind_ports(graph, group, rule, entry, None)
+        attrs, _ = attribute_values(graph, nodes, rule, entry)
+        ports = tuple(ins.items()) + tuple(outs.items())
+        if entry.structure is None:
+            return None, _with(base, status="no-reference", ports=ports, attributes=attrs)
+        from ruleengine.kernels.structure import check
+
+        problems += check(graph, nodes, group.outputs, entry.structure)
+        if problems:
+            return None, _with(
+                base, status="unbound", ports=ports, attributes=attrs, reason="; ".join(problems)
+            )
+        return None, _with(base, status="structural", ports=ports, attributes=attrs)
+    fitting = [f for f in entry.forms if f.ops is None or tuple(f.ops) == tuple(group.op_types)]
+    first: tuple[Any, ...] | None = None
+    for form in fitting:
+        ins, outs, problems = _bind_ports(graph, group, rule, entry, form)
+        if graph.opset < form.min_opset:
+            problems.append(f"its body needs opset {form.min_opset}, the model has {graph.opset}")
+        attrs, contradictions = attribute_values(graph, nodes, rule, entry, form)
+        problems += contradictions
+        if entry.outputs is not None:
+            missing = [t for t in group.outputs if t not in outs.values()]
+            if missing:
+                problems.append(f"tensor {missing[0]} leaves the group but no kernel output is it")
+        optional = {p.name for p in entry.inputs or () if p.optional}
+        problems += [
+            f"input port {p} binds no tensor of the group"
+            for p in form.inputs
+            if p not in ins
+            and p not in optional
+            and f"input port {p} binds no tensor of the group" not in problems
+        ]
+        ports = tuple(ins.items()) + tuple(outs.items())
+        if not problems:
+            call = Call(
+                entry,
+                form,
+                tuple(ins.get(p, "") for p in form.inputs),
+                tuple(
+                    outs.get(p, "") if outs.get(p) in group.outputs else "" for p in form.outputs
+                ),
+                attrs,
+                _float_type(graph, ins.values()),
+            )
+            return call, _with(base, status="bound", form=form.name, ports=ports, attributes=attrs)
+        first = first or (ports, attrs, [f"form {form.name}: {p}" for p in problems])
+    if first is None:
+        ins, outs, _ = _bind_ports(graph, group, rule, entry, None)
+        attrs, _ = attribute_values(graph, nodes, rule, entry)
+        reason = (
+            f"no form of {entry.name} ({', '.join(f.name for f in entry.forms)}) fits ops "
+            f"{' '.join(group.op_types)}"
         )
-    call = Call(
-        entry,
-        form,
-        tuple(ins.get(p, "") for p in form.inputs),
-        tuple(outs.get(p, "") if outs.get(p) in group.outputs else "" for p in form.outputs),
-        attrs,
+        first = (tuple(ins.items()) + tuple(outs.items()), attrs, [reason])
+    ports, attrs, problems = first
+    return None, _with(
+        base, status="unbound", ports=ports, attributes=attrs, reason="; ".join(problems)
     )
-    return call, _with(base, status="bound", form=form.name, ports=ports, attributes=attrs)
 
 
 def bind_groups(
@@ -170,19 +267,15 @@ def bind_groups(
     return tuple(out), calls
 
 
-def _form(
-    entry: KernelEntry, op_types: Sequence[str], ins: Mapping[str, str], problems: list[str]
-) -> Form | None:
-    optional = {p.name for p in entry.inputs or () if p.optional}
-    for f in entry.forms:
-        if f.ops is not None and tuple(f.ops) != tuple(op_types):
-            continue
-        if all(p in ins or p in optional for p in f.inputs):
-            return f
-    problems.insert(
-        0, f"no form of {entry.name} ({', '.join(f.name for f in entry.forms)}) fits ops "
-        f"{' '.join(op_types)}",
-    )  # fmt: skip
+_FLOAT_TYPES = {"float32": 1, "float16": 10, "float64": 11, "bfloat16": 16}  # ONNX elem types
+
+
+def _float_type(graph: Graph, tensors: Any) -> int | None:
+    """The ONNX element type of the first float tensor among ``tensors``."""
+    for t in tensors:
+        info = graph.tensors.get(t)
+        if info is not None and info.dtype in _FLOAT_TYPES:
+            return _FLOAT_TYPES[info.dtype]
     return None
 
 

@@ -19,12 +19,24 @@ from typing import Any
 from ruleengine.diagnostics import codes
 from ruleengine.diagnostics.model import Diagnostic, Location
 from ruleengine.errors import AutofusionError
-from ruleengine.kernels.model import Binding, Catalog, Form, KernelAttr, KernelEntry, Port
+from ruleengine.kernels.model import (
+    Binding,
+    Catalog,
+    Form,
+    KernelAttr,
+    KernelEntry,
+    Port,
+    Role,
+    Structure,
+)
 from ruleengine.resources import data_dir, schema_path
 from ruleengine.rewrite.model import FUSED_DOMAIN
 
 KERNEL_SUFFIXES = (".yaml", ".yml")
 FUNCTION_OPSET = 17  # the opset forms are parsed at; the rewriter sets the model's
+# ops the rewriter lowers for older opsets (rewrite.onnx_rewrite): CastLike(x, like) is
+# Cast(x, to=the call's float type) before opset 15
+LOWERED = {"CastLike": 13}
 
 
 class CatalogError(AutofusionError):
@@ -71,6 +83,28 @@ def _parse_function(
     return fn.SerializeToString(), tuple(fn.input), tuple(fn.output)
 
 
+@functools.cache
+def _first_versions() -> dict[str, int]:
+    """ONNX op type -> the first default-domain opset that has it."""
+    import onnx.defs
+
+    first: dict[str, int] = {}
+    for schema in onnx.defs.get_all_schemas_with_history():
+        if schema.domain in ("", "ai.onnx"):
+            v = first.get(schema.name)
+            first[schema.name] = schema.since_version if v is None else min(v, schema.since_version)
+    return first
+
+
+def _min_opset(blob: bytes) -> int:
+    import onnx
+
+    fn = onnx.FunctionProto()
+    fn.ParseFromString(blob)
+    first = {**_first_versions(), **LOWERED}
+    return max([1, *(first.get(n.op_type, 1) for n in fn.node if n.domain in ("", "ai.onnx"))])
+
+
 def _error(message: str, where: Location | None, hint: str | None = None) -> CatalogError:
     diag = codes.make("kernel-catalog-invalid", message, where, hint=hint)
     return CatalogError(message, (diag,))
@@ -79,7 +113,14 @@ def _error(message: str, where: Location | None, hint: str | None = None) -> Cat
 def _bindings(spec: Any) -> tuple[Binding, ...]:
     items = spec if isinstance(spec, list) else [spec] if spec else []
     return tuple(
-        Binding(b["op"], int(b.get("nth", 0)), b.get("input"), b.get("output")) for b in items
+        Binding(
+            b["op"],
+            int(b.get("nth", 0)),
+            b.get("input"),
+            b.get("output"),
+            bool(b.get("reciprocal", False)),
+        )
+        for b in items
     )
 
 
@@ -95,6 +136,35 @@ def _ports(specs: Any) -> tuple[Port, ...] | None:
         )
         for p in specs
     )
+
+
+def _structure(spec: Any, name: str, where: Location | None) -> Structure | None:
+    if spec is None:
+        return None
+    from ruleengine.ops.classes import op_classes
+
+    classes = op_classes()
+    roles = []
+    for r in spec["roles"]:
+        unknown = [op for op in r["ops"] if op.startswith("@") and op not in classes]
+        if unknown:
+            raise _error(
+                f"kernel {name} structure role {r['name']}: unknown op class {unknown[0]}",
+                where,
+                hint=f"op classes: {', '.join(sorted(classes))} (ops/classes.yaml)",
+            )
+        roles.append(
+            Role(
+                r["name"],
+                tuple(r["ops"]),
+                int(r.get("min", 0)),
+                r.get("max"),
+                r.get("operands", "any"),
+                bool(r.get("first", False)),
+                r.get("description"),
+            )
+        )
+    return Structure(tuple(roles), spec.get("max_outputs"), spec.get("description"))
 
 
 def load_entry(path: Path) -> KernelEntry:
@@ -148,7 +218,28 @@ def load_entry(path: Path) -> KernelEntry:
                 where,
             )
         ops = tuple(f["ops"]) if "ops" in f else None
-        forms.append(Form(f["name"], ops, fin, fout, blob))
+        declared = {a.name for a in attrs}
+        names = known_in | known_out | declared
+        wrong = [k for k in (*f.get("attributes", {}), *f.get("bind", {})) if k not in names]
+        wrong += [k for k in f.get("attributes", {}) if k not in declared]
+        if wrong:
+            raise _error(
+                f"kernel {name} form {f['name']}: {wrong[0]} is not a port or attribute of the "
+                "kernel",
+                doc.marks.value(("forms", i)),
+            )
+        forms.append(
+            Form(
+                f["name"],
+                ops,
+                fin,
+                fout,
+                blob,
+                tuple(f.get("attributes", {}).items()),
+                tuple((k, _bindings(v)) for k, v in f.get("bind", {}).items()),
+                _min_opset(blob),
+            )
+        )
     return KernelEntry(
         name,
         int(data.get("version", 1)),
@@ -159,6 +250,7 @@ def load_entry(path: Path) -> KernelEntry:
         tuple(forms),
         Location(str(path), 1, 1),
         open_attributes="attributes" not in data,
+        structure=_structure(data.get("structure"), name, doc.marks.value(("structure",))),
     )
 
 

@@ -24,6 +24,7 @@ class Binding:
     nth: int = 0
     input: int | str | None = None
     output: int | None = None
+    reciprocal: bool = False  # an attribute bound to a constant takes 1 / its value
 
 
 @dataclass(frozen=True)
@@ -54,6 +55,37 @@ class Form:
     inputs: tuple[str, ...]  # port names the function takes, in order
     outputs: tuple[str, ...]
     function: bytes  # serialized FunctionProto (domain autofusion, overload = name)
+    # the attribute values this form computes (the variant it is): a call whose attribute
+    # says otherwise does not fit it; an attribute the rule leaves unset takes this value
+    attributes: tuple[tuple[str, Any], ...] = ()
+    # bindings of this form's structure, replacing the entry's: ports, and attributes
+    # bound to the value of a small constant of the group (an epsilon, a scale)
+    bind: tuple[tuple[str, tuple[Binding, ...]], ...] = ()
+    min_opset: int = 1  # the first default-domain opset that has every op the body uses
+
+
+@dataclass(frozen=True)
+class Role:
+    """One role of a structural contract: which ops may play it, how many, how its
+    operands are read (docs/kernels.md, "Structural contracts")."""
+
+    name: str
+    ops: tuple[str, ...]  # ONNX op types and @classes (ops/classes.yaml)
+    min: int = 0
+    max: int | None = None  # None: any number
+    operands: str = "any"  # any | broadcast
+    first: bool = False  # the group's first node plays this role
+    description: str | None = None
+
+
+@dataclass(frozen=True)
+class Structure:
+    """A structural contract: what a code-generated kernel can be generated from. Each
+    node of a group plays the first role whose ops include its op type."""
+
+    roles: tuple[Role, ...]
+    max_outputs: int | None = None
+    description: str | None = None
 
 
 @dataclass(frozen=True)
@@ -67,6 +99,7 @@ class KernelEntry:
     forms: tuple[Form, ...]  # empty: no reference semantics
     location: Location | None = None
     open_attributes: bool = False  # no ``attributes`` section: any attribute is accepted
+    structure: Structure | None = None  # the structural contract (generated kernels)
 
     def attribute(self, name: str) -> KernelAttr | None:
         return next((a for a in self.attributes if a.name == name), None)
@@ -94,7 +127,7 @@ class Contract:
     form: str | None = None
     ports: tuple[tuple[str, str], ...] = ()  # (port, tensor) for bound inputs and outputs
     attributes: tuple[tuple[str, Any], ...] = ()
-    status: str = "no-contract"  # bound, no-reference, unbound, no-contract
+    status: str = "no-contract"  # bound, structural, no-reference, unbound, no-contract
     reason: str | None = None
     source: str | None = None
     verified: str = "not at all"  # whole model, per group, not at all

@@ -306,9 +306,16 @@ def _kernel_function(
     fn = onnx.FunctionProto()
     fn.ParseFromString(call.form.function)
     fn.domain = domain
+    version = max(opsets.get("", opsets.get("ai.onnx", 17)), 1)
     for o in fn.opset_import:
         if o.domain in ("", "ai.onnx"):
-            o.version = max(opsets.get("", opsets.get("ai.onnx", 17)), 1)
+            o.version = version
+    if version < 15 and getattr(call, "float_type", None):  # CastLike is new in opset 15
+        for n in fn.node:
+            if n.op_type == "CastLike" and n.domain in ("", "ai.onnx"):
+                n.op_type = "Cast"
+                del n.input[1:]
+                n.attribute.append(helper.make_attribute("to", call.float_type))
     if corrupt is not None and corrupt in call.outputs:
         target = fn.output[list(call.outputs).index(corrupt)]
         for n in fn.node:

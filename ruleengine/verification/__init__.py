@@ -213,7 +213,7 @@ def mark_verified(groups: Sequence[FusedGroup], v: Verification | None) -> tuple
     out = []
     for g in groups:
         c = g.contract
-        if c is None or c.status != "bound":
+        if c is None or c.status not in ("bound", "structural"):
             out.append(g)
             continue
         how = "not at all"

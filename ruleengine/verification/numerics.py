@@ -470,7 +470,7 @@ def _single_node_model(
             helper.make_tensor_value_info(
                 t, helper.np_dtype_to_tensor_dtype(inputs[t].dtype), inputs[t].shape
             )
-            for t in call.input
+            for t in dict.fromkeys(call.input)  # a tensor feeding two ports is one input
             if t
         ],
         [onnx.ValueInfoProto(name=t) for t in call.output if t],
