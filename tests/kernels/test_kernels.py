@@ -29,6 +29,20 @@ GELU_ERF = """
     half = Constant <value = float {0.5}> ()
     y = Mul(m, half)"""
 
+LN_W = "float[32] g, float[32] be"
+LN_NODE = "LayerNormalization <axis = -1, epsilon: float = 0.00001> (s, g, be)"
+RMS = """
+    two = Constant <value = float {2.0}> ()
+    p2 = Pow(s, two)
+    ax = Constant <value = int64[1] {-1}> ()
+    ms = ReduceMean <keepdims = 1> (p2, ax)
+    eps = Constant <value = float {0.000001}> ()
+    ve = Add(ms, eps)
+    sd = Sqrt(ve)
+    inv = Reciprocal(sd)
+    n = Mul(s, inv)
+    y = Mul(n, g)"""
+
 # kernel -> (graph inputs, output type, body); the output is always y
 BEFORE = {
     "ConvBNRelu": (f"{CONV}, {BN}", "float[1,8,8,8]",
@@ -77,6 +91,49 @@ BEFORE = {
     "MatMulTranspose": (f"{MM}, int64[4] shape", "float[2,4,6,8]",
                         "m = MatMul(x, w)\n    a = Add(m, b)\n    r = Reshape(a, shape)\n"
                         "    y = Transpose <perm = [0,2,1,3]> (r)"),
+    "MatMulAddLayerNorm": (f"{MM}, float[2,6,32] res, {LN_W}", "float[2,6,32]",
+                           "m = MatMul(x, w)\n    a = Add(m, b)\n    s = Add(a, res)\n"
+                           f"    y = {LN_NODE}"),
+    "FFN": (f"{MM}, float[32,16] w2, float[16] b2", "float[2,6,16]",
+            "u = MatMul(x, w)\n    h = Add(u, b)" + GELU_ERF.replace("y = ", "g = ")
+            + "\n    dn = MatMul(g, w2)\n    y = Add(dn, b2)"),
+    "FFNAddLayerNorm": (f"{MM}, float[32,16] w2, float[16] b2, float[16] g16, float[16] be16",
+                        "float[2,6,16]",
+                        "u = MatMul(x, w)\n    h = Add(u, b)" + GELU_ERF.replace("y = ", "g = ")
+                        + "\n    dn = MatMul(g, w2)\n    o = Add(dn, b2)\n    s = Add(o, x)\n"
+                        "    y = LayerNormalization <axis = -1, epsilon: float = 0.00001> (s, g16, be16)"),  # noqa: E501
+    "EmbedLayerNormalization": (f"float[100,32] table, int64[2,6] ids, float[2,6,32] pos, {LN_W}",
+                                "float[2,6,32]",
+                                f"e = Gather(table, ids)\n    s = Add(e, pos)\n    y = {LN_NODE}"),
+    "LayerNormQKV": ("float[2,6,32] s, float[32] g, float[32] be, float[32,32] wq, "
+                     "float[32,32] wk, float[32,32] wv", "float[2,6,32] q, float[2,6,32] k, float[2,6,32]",  # noqa: E501
+                     f"n = {LN_NODE.replace('(s,', '(s,')}\n    q = MatMul(n, wq)\n    k = MatMul(n, wk)\n"
+                     "    y = MatMul(n, wv)"),
+    "MatMulAddRmsNorm": ("float[2,6,32] x, float[32,32] w, float[2,6,32] res, float[32] g",
+                         "float[2,6,32]", "m = MatMul(x, w)\n    s = Add(res, m)" + RMS),
+    "RmsNormFFN": ("float[2,6,32] p, float[2,6,32] q, float[32] g, float[32,48] wg, float[32,48] wu, "
+                   "float[48,32] wd", "float[2,6,32]",
+                   "s = Add(p, q)" + RMS.replace("y = Mul(n, g)", "r = Mul(n, g)")
+                   + """
+    gt = MatMul(r, wg)
+    sg = Sigmoid(gt)
+    sl = Mul(gt, sg)
+    up = MatMul(r, wu)
+    a = Mul(sl, up)
+    dn = MatMul(a, wd)
+    y = Add(s, dn)"""),
+    "RotaryMul": ("float[1,6,2,8] x, float[1,1,6,8] cos, float[1,1,6,8] sin", "float[1,2,6,8]", """t = Transpose <perm = [0,2,1,3]> (x)
+    xc = Mul(t, cos)
+    z = Constant <value = int64[1] {0}> ()
+    h = Constant <value = int64[1] {4}> ()
+    e = Constant <value = int64[1] {9223372036854775807}> ()
+    ax = Constant <value = int64[1] {3}> ()
+    x1 = Slice(t, z, h, ax)
+    x2 = Slice(t, h, e, ax)
+    n2 = Neg(x2)
+    rot = Concat <axis = -1> (n2, x1)
+    rs = Mul(rot, sin)
+    y = Add(xc, rs)"""),
 }  # fmt: skip
 
 

@@ -168,3 +168,53 @@ def test_ports_bound_to_inner_tensors_or_out_of_range_fail_check(tmp_path):
     assert code == 1 and "AF405" in out and "has 3 input ports" in out
     with pytest.raises(RuleLoadError):
         fuse(MODELS / "families" / "electra-tiny.dynamo.onnx", [bad])
+
+
+@pytest.mark.parametrize(
+    "edit",
+    [("activation: gelu", "activation: relu"), ("activation: gelu", "approximate: tanh")],
+    ids=["relu", "tanh"],
+)
+def test_wrong_ffn_variant_is_caught_by_fuse(tmp_path, edit):
+    """The FFN kernel takes gelu (erf or tanh), relu and swiglu, so `activation: relu` (or
+    `approximate: tanh`) on the erf GELU rule passes check; no form of FFN computes that on
+    its groups, so --verify fails and --safe drops them. The unmutated rule passes."""
+    rel, model = "transformer/ffn_gelu.yaml", MODELS / "families/pythia-tiny.dynamo.onnx"
+    _passes_all_three(_rule(tmp_path, rel), model)
+    bad = _rule(tmp_path, rel, edit)
+    assert _check(bad)[0] == 0
+    _caught_by_fuse(bad, model)
+    v = fuse(model, [bad], verify=True, verify_mode="per-group").plan
+    assert all(g.contract.status == "unbound" for g in v.groups)
+    assert all("computes" in g.contract.reason for g in v.groups)
+
+
+@pytest.mark.parametrize(
+    ("rel", "old", "new", "model"),
+    [
+        (
+            "generic/cube_epilogue.yaml",
+            "target_op: CubeWithEpilogue",
+            "target_op: ElementwiseChain",
+            "families/regnety-narrow.ts.onnx",
+        ),
+        (
+            "transformer/elementwise_chain.yaml",
+            "target_op: ElementwiseChain",
+            "target_op: CubeWithEpilogue",
+            "bert-tiny.ts.onnx",
+        ),
+    ],
+    ids=["cube-as-chain", "chain-as-cube"],
+)
+def test_generated_kernel_that_cannot_describe_the_group_is_caught(tmp_path, rel, old, new, model):
+    """A generated kernel's structural contract is checked on the group: a Conv epilogue is
+    no elementwise chain (a cube op plays no role of it), a chain has no cube op."""
+    good = _rule(tmp_path, rel)
+    plan = fuse(MODELS / model, [good], verify=True, verify_mode="per-group").plan
+    assert plan.groups and plan.verification.ok
+    assert all(g.contract.status == "structural" for g in plan.groups)
+    assert all(g.contract.verified == "per group" for g in plan.groups)
+    bad = _rule(tmp_path, rel, (old, new))
+    assert _check(bad)[0] == 0
+    _caught_by_fuse(bad, MODELS / model)
