@@ -4,8 +4,9 @@
 
 Runs ``pipeline.fuse(verify=True, verify_mode="per-group")`` on every model of
 ../shared/models and ../shared/models/families with the bundled preset ``all`` and prints
-the status counts per model and in total, and how many groups were bound to a catalog
-kernel with reference semantics and verified against it. Rule names given as
+the status counts per model and in total, and how many groups verified against a catalog
+kernel's reference semantics, how many against a generated kernel's structural contract,
+how many failed, and how many have nothing to verify against. Rule names given as
 arguments are corrupted on
 purpose (the test-only hook): their groups must then come out ``failed``.
 ``--whole`` verifies each model as a whole instead (contract counts stay per group).
@@ -54,6 +55,19 @@ def main() -> None:
     print("contracts (status, verified against the catalog kernel):")
     for (status, how), n in sorted(contracts.items()):
         print(f"  {status:13s} {how:12s} {n}")
+    kinds: collections.Counter = collections.Counter()
+    for (status, how), n in contracts.items():
+        if status in ("bound", "structural") and how != "not at all":
+            kinds["reference" if status == "bound" else "structural"] += n
+        elif status in ("bound", "structural", "unbound"):
+            kinds["failed"] += n
+        else:
+            kinds["none"] += n
+    print(
+        f"groups verified against a catalog reference: {kinds['reference']}, against a "
+        f"structural contract: {kinds['structural']}, failed: {kinds['failed']}, "
+        f"no contract to verify: {kinds['none']} (of {sum(kinds.values())})"
+    )
 
 
 if __name__ == "__main__":

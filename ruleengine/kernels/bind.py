@@ -184,8 +184,13 @@ def bind(graph: Graph, group: Any, rule: Rule, entry: KernelEntry) -> tuple[Call
         source=entry.location.file if entry.location else None,
     )
     nodes = group.nodes
-    if not entry.forms:
+    fitting = [f for f in entry.forms if f.ops is None or tuple(f.ops) == tuple(group.op_types)]
+    if not fitting and (not entry.forms or entry.structure is not None):
+        # no reference semantics for this structure: the structural contract, if any (a
+        # generated kernel's ports are the group's own inputs and outputs)
         ins, outs, problems = _bind_ports(graph, group, rule, entry, None)
+        if entry.forms:
+            problems = []
         attrs, _ = attribute_values(graph, nodes, rule, entry)
         ports = tuple(ins.items()) + tuple(outs.items())
         if entry.structure is None:
@@ -198,7 +203,6 @@ def bind(graph: Graph, group: Any, rule: Rule, entry: KernelEntry) -> tuple[Call
                 base, status="unbound", ports=ports, attributes=attrs, reason="; ".join(problems)
             )
         return None, _with(base, status="structural", ports=ports, attributes=attrs)
-    fitting = [f for f in entry.forms if f.ops is None or tuple(f.ops) == tuple(group.op_types)]
     first: tuple[Any, ...] | None = None
     for form in fitting:
         ins, outs, problems = _bind_ports(graph, group, rule, entry, form)

@@ -107,12 +107,12 @@ BEFORE = {
                                 f"e = Gather(table, ids)\n    s = Add(e, pos)\n    y = {LN_NODE}"),
     "LayerNormQKV": ("float[2,6,32] s, float[32] g, float[32] be, float[32,32] wq, "
                      "float[32,32] wk, float[32,32] wv", "float[2,6,32] q, float[2,6,32] k, float[2,6,32]",  # noqa: E501
-                     f"n = {LN_NODE.replace('(s,', '(s,')}\n    q = MatMul(n, wq)\n    k = MatMul(n, wk)\n"
+                     f"n = {LN_NODE}\n    q = MatMul(n, wq)\n    k = MatMul(n, wk)\n"
                      "    y = MatMul(n, wv)"),
     "MatMulAddRmsNorm": ("float[2,6,32] x, float[32,32] w, float[2,6,32] res, float[32] g",
                          "float[2,6,32]", "m = MatMul(x, w)\n    s = Add(res, m)" + RMS),
-    "RmsNormFFN": ("float[2,6,32] p, float[2,6,32] q, float[32] g, float[32,48] wg, float[32,48] wu, "
-                   "float[48,32] wd", "float[2,6,32]",
+    "RmsNormFFN": ("float[2,6,32] p, float[2,6,32] q, float[32] g, float[32,48] wg, "
+                   "float[32,48] wu, float[48,32] wd", "float[2,6,32]",
                    "s = Add(p, q)" + RMS.replace("y = Mul(n, g)", "r = Mul(n, g)")
                    + """
     gt = MatMul(r, wg)
@@ -122,7 +122,8 @@ BEFORE = {
     a = Mul(sl, up)
     dn = MatMul(a, wd)
     y = Add(s, dn)"""),
-    "RotaryMul": ("float[1,6,2,8] x, float[1,1,6,8] cos, float[1,1,6,8] sin", "float[1,2,6,8]", """t = Transpose <perm = [0,2,1,3]> (x)
+    "RotaryMul": ("float[1,6,2,8] x, float[1,1,6,8] cos, float[1,1,6,8] sin", "float[1,2,6,8]",
+                  """t = Transpose <perm = [0,2,1,3]> (x)
     xc = Mul(t, cos)
     z = Constant <value = int64[1] {0}> ()
     h = Constant <value = int64[1] {4}> ()
