@@ -158,10 +158,21 @@ def structure(graph: Graph) -> Structure:
     tlabels: dict[str, tuple] = {}
     hubs = frozenset(name for name, t in tensors.items() if len(t.consumers) > HUB)
 
+    passthrough = {n.name for n in nodes if n.op_type in ("Identity", "Cast", "CastLike")}
+
     def tlab(t: str) -> tuple:
         lab = tlabels.get(t)
         if lab is None:
             T = tensors[t]
+            const_like = T.is_constant or (
+                T.producer in passthrough and is_const_like(graph, t)
+            )
+            value = T.const_value
+            if value is not None:
+                try:
+                    hash(value)
+                except TypeError:
+                    value = _freeze(value)
             lab = tlabels[t] = (
                 T.dtype,
                 T.shape,
@@ -169,15 +180,14 @@ def structure(graph: Graph) -> Structure:
                 T.is_constant,
                 T.is_graph_input,
                 T.is_graph_output,
-                _freeze(T.const_value),
+                value,
                 T.const_foldable,
-                is_const_like(graph, t),
+                const_like,
                 T.producer is not None,
                 len(T.consumers),
             )
         return lab
 
-    attr_ids: dict[int, Any] = {}
     intern: dict[tuple, int] = {}
     sig = np.empty(len(nodes), dtype=np.int64)
     nbrs: list[tuple[int, ...]] = []
@@ -220,9 +230,11 @@ def structure(graph: Graph) -> Structure:
                 readers = tuple((pos[c] - i, cp) for c, cp in T.consumers)
                 near.extend(i + o for o, _ in readers)
                 outs.append((readers, tlab(t)))
-        attrs = attr_ids.get(id(node.attributes))
-        if attrs is None:
-            attrs = attr_ids[id(node.attributes)] = _freeze(node.attributes)
+        attrs = tuple(node.attributes.items())
+        try:
+            hash(attrs)
+        except TypeError:
+            attrs = _freeze(node.attributes)
         key = (
             match_type(node),
             node.op_type,
@@ -385,14 +397,15 @@ def _sibling_groups(prog: Program, rule_name: str, conc: Concrete) -> tuple[tupl
     return tuple(tuple(sorted(g)) for _, g in sorted(groups.items()))
 
 
-def _in_order_at(names: Sequence[str], v: int, o: _Outcome, groups: tuple) -> bool:
-    """Whether the fan-out siblings of ``o`` translated to ``v`` are in name order."""
-    offs = o.offs
-    return all(
-        names[v + offs[g[k] - 1]] < names[v + offs[g[k + 1] - 1]]
-        for g in groups
-        for k in range(len(g) - 1)
-    )
+def _sibling_order(label: np.ndarray, vs: np.ndarray, o: _Outcome, groups: tuple) -> list[bool]:
+    """Per translation ``v`` of ``o``: whether its fan-out siblings are in name order."""
+    ok = np.ones(len(vs), dtype=bool)
+    for g in groups:
+        for k in range(len(g) - 1):
+            a = label[vs + o.offs[g[k] - 1]]
+            b = label[vs + o.offs[g[k + 1] - 1]]
+            ok &= (a < b).astype(bool)
+    return ok.tolist()
 
 
 def _candidate(graph: Graph, names: Sequence[str], key: tuple, entry: tuple) -> Candidate:
@@ -417,6 +430,7 @@ class _Translated(Candidate):
         d["key"] = key  # cached_property values, known already
         d["nodes"] = key[1]
         d["_from"] = (graph, names, o, v)
+        d["_origin"] = (o, v)
 
     def _spell(self) -> tuple:
         d = self.__dict__
@@ -468,14 +482,12 @@ class _Outcome:
     groups: tuple[tuple[int, ...], ...]  # bindings as offsets
     inputs: tuple[tuple[int, int], ...]  # (reader offset, input port)
     outputs: tuple[tuple[int, int], ...]  # (producer offset, output port)
+    flat: tuple[int, ...] = ()  # the groups' offsets in a row (the candidate's nodes)
+    alternative: int = 0
 
-    @property
-    def alternative(self) -> int:
-        return self.candidate.alternative
-
-    @property
-    def flat(self) -> tuple[int, ...]:
-        return tuple(k for g in self.groups for k in g)
+    def __post_init__(self) -> None:
+        self.flat = tuple(k for g in self.groups for k in g)
+        self.alternative = self.candidate.alternative
 
 
 def _outcome(
@@ -591,45 +603,43 @@ def find_memo(
     )
 
 
-def _twins(
-    st: Structure, final: Sequence[Candidate], translated: Mapping[tuple, tuple]
-) -> dict[int, tuple[int, int]]:
+def _twins(st: Structure, final: Sequence[Candidate]) -> dict[int, tuple[int, int]]:
     """Candidate index -> (index of the representative's candidate it translates, offset),
     for members whose signatures agree over the whole index span of the representative's
     candidates (costing reads paths inside a group's span: convexity)."""
     index = {id(c): i for i, c in enumerate(final)}
     spans: dict[int, tuple[int, int]] = {}
-    for entry in translated.values():
-        o = entry[0]
-        lo, hi = spans.get(o.anchor, (0, 0))
-        spans[o.anchor] = (min(lo, *o.offs), max(hi, *o.offs))
+    by_rep: dict[int, set[int]] = {}
+    origins: list[tuple[int, _Outcome, int]] = []
+    for i, cand in enumerate(final):
+        origin = cand.__dict__.get("_origin") if isinstance(cand, _Translated) else None
+        if origin is None:
+            continue
+        o, v = origin
+        origins.append((i, o, v))
+        r = o.anchor
+        lo, hi = spans.get(r, (0, 0))
+        spans[r] = (min(lo, *o.offs), max(hi, *o.offs))
+        by_rep.setdefault(r, set()).add(v)
     sig = st.sig
     n = len(sig)
-    alike: dict[tuple[int, int], bool] = {}
-    by_rep: dict[int, set[int]] = {}
-    for entry in translated.values():
-        by_rep.setdefault(entry[0].anchor, set()).add(entry[1])
+    alike: dict[int, set[int]] = {}
     for r, vs in by_rep.items():
         lo, hi = spans[r]
+        if r + lo < 0 or r + hi >= n:
+            continue
         offs = np.arange(lo, hi + 1, dtype=np.int64)
         members = np.fromiter(sorted(vs), dtype=np.int64)
         idx = members[:, None] + offs[None, :]
         ok = ((idx >= 0) & (idx < n)).all(axis=1)
-        if r + lo < 0 or r + hi >= n:
-            ok[:] = False
         good = np.zeros(len(members), dtype=bool)
         if ok.any():
             good[ok] = (sig[idx[ok]] == sig[r + offs][None, :]).all(axis=1)
-        for v, g in zip(members.tolist(), good.tolist(), strict=True):
-            alike[(r, v)] = g
+        alike[r] = set(members[good].tolist())
     out: dict[int, tuple[int, int]] = {}
-    for i, cand in enumerate(final):
-        entry = translated.get(cand.key)
-        if entry is None:
-            continue
-        o, v = entry[0], entry[1]
+    for i, o, v in origins:
         j = index.get(id(o.candidate))
-        if j is not None and alike[(o.anchor, v)]:
+        if j is not None and v in alike.get(o.anchor, ()):
             out[i] = (j, v - o.anchor)
     return out
 
@@ -710,8 +720,8 @@ def _match_window(
         members.setdefault(int(rep_of[v]), []).append(int(v))
     ball_sets = {r: set(b) for r, b in balls.items()}
     label = [n.name for n in nodes]
+    label_arr = np.array(label, dtype=object)
     redo: set[str] = set()
-    translated: dict[tuple, tuple] = {}  # candidate key -> (outcome, member)
     candidates: dict[tuple, Candidate] = {}
     near: dict[tuple, NearMiss] = {}
     for rule in rules:
@@ -751,8 +761,6 @@ def _match_window(
         if bad:
             redo.add(rule.name)
             continue
-        # every binding (the representatives' and the translated ones) in the order the
-        # plain matcher visits them: the first row of a subgraph decides, as there
         # Every binding (the representatives' and the translated ones): per subgraph
         # (candidate key) the plain matcher keeps the first row, in row order, that is a
         # candidate, else the first that is a near miss. Rows are compared only when two
@@ -780,10 +788,17 @@ def _match_window(
                 best[key] = entry
 
         for r, outs in per_rep.items():
-            for v in (r, *members.get(r, ())):
-                for o in outs:
-                    groups = sibs[o.combo]
-                    if groups and v != r and not _in_order_at(label, v, o, groups):
+            # the representative and its members, all bindings of one outcome at once
+            vs = np.fromiter((r, *members.get(r, ())), dtype=np.int64)
+            at = vs.tolist()
+            for o in outs:
+                groups = sibs[o.combo]
+                keys = label_arr[vs[:, None] + np.asarray(o.flat, dtype=np.int64)].tolist()
+                best = best_c if o.code is None else best_n
+                alt = o.alternative
+                order = _sibling_order(label_arr, vs, o, groups) if groups else None
+                for t, v in enumerate(at):
+                    if order is not None and t and not order[t]:
                         # fan-out siblings are bound in name order (``<`` in Datalog):
                         # here the names sort the other way, so this is another row,
                         # checked directly
@@ -802,12 +817,14 @@ def _match_window(
                             continue
                         offer(best_c, cand.key, (None, v, row, cand, None, None))
                         continue
-                    key = (name, tuple(label[v + k] for k in o.flat), o.alternative)
-                    offer(best_c if o.code is None else best_n, key, (o, v))
+                    key = (name, tuple(keys[t]), alt)
+                    prev = best.get(key)
+                    if prev is None:
+                        best[key] = (o, v)
+                    elif row_of((o, v)) < row_of(prev):
+                        best[key] = (o, v)
         for key, entry in best_c.items():
             candidates[key] = _candidate(graph, label, key, entry)
-            if entry[0] is not None and entry[1] != entry[0].anchor:
-                translated[key] = entry
         for key, entry in best_n.items():
             if key in best_c:
                 continue
@@ -835,7 +852,7 @@ def _match_window(
         if (miss.candidate.rule, miss.candidate.node_set) not in unique:
             unique_near.setdefault((miss.candidate.rule, miss.candidate.node_set, miss.code), miss)
     final = tuple(unique.values())
-    twins = _twins(st, final, translated)
+    twins = _twins(st, final)
     t4 = time.perf_counter()
     if stats is not None:
         stats.update(
