@@ -164,9 +164,7 @@ def structure(graph: Graph) -> Structure:
         lab = tlabels.get(t)
         if lab is None:
             T = tensors[t]
-            const_like = T.is_constant or (
-                T.producer in passthrough and is_const_like(graph, t)
-            )
+            const_like = T.is_constant or (T.producer in passthrough and is_const_like(graph, t))
             value = T.const_value
             if value is not None:
                 try:

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from ruleengine.graph.model import Graph
-from ruleengine.match.memo import memo_applies
+from ruleengine.match.memo import find_memo, memo_applies
 from ruleengine.match.model import MatchResult
 from ruleengine.rules.model import Rule, RuleSet
 
@@ -62,13 +62,22 @@ def _match_chunk(rules: tuple[Rule, ...]) -> MatchResult:
 
     assert _WORK is not None
     graph, rule_set = _WORK
-    return find_candidates(graph, replace(rule_set, rules=rules))
+    return find_candidates(graph, replace(rule_set, rules=rules), memo=False)
 
 
 def find_candidates_parallel(graph: Graph, rule_set: RuleSet, jobs: int) -> MatchResult:
     """``find_candidates`` with the rules split over ``jobs`` processes (the same result)."""
-    from ruleengine.match.matcher import find_candidates
+    from ruleengine.match.matcher import default_aliases, find_candidates
+    from ruleengine.runtime import paused_gc
 
+    # A repeated structure is matched once (match.memo), in this process: the rest is
+    # translation, cheaper than forking and sending every translated binding back. Only
+    # when the memo declines (little repetition) are the rules split over processes.
+    if memo_applies(graph):
+        with paused_gc():
+            found = find_memo(graph, rule_set, default_aliases())
+        if found is not None:
+            return found
     rules = tuple(r for r in rule_set.rules if r.enabled)
     jobs = min(jobs, len(rules))
     if (
@@ -78,11 +87,8 @@ def find_candidates_parallel(graph: Graph, rule_set: RuleSet, jobs: int) -> Matc
         # A fork while another thread holds a lock leaves the child waiting on it for
         # ever (seen as a hung worker after onnxruntime or solver threads had run).
         or threading.active_count() > 1
-        # a repeated structure is matched once (match.memo): the rest is translation,
-        # cheaper than forking and sending every translated binding back
-        or memo_applies(graph)
     ):
-        return find_candidates(graph, rule_set)
+        return find_candidates(graph, rule_set, memo=False)
     global _WORK
     _WORK = (graph, rule_set)
     try:

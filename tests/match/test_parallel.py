@@ -51,3 +51,25 @@ def test_matching_stays_serial_while_another_thread_runs(monkeypatch: pytest.Mon
         other.join()
     assert not forked
     assert result.candidates == find_candidates(graph, rule_set).candidates
+
+
+def test_parallel_matching_uses_the_memo_first(monkeypatch: pytest.MonkeyPatch) -> None:
+    from dataclasses import replace
+
+    from ruleengine.match import memo
+
+    rs = load_rule_set([], preset="all")
+    rs = replace(rs, rules=tuple(r for r in rs.rules if r.name in ("rmsnorm", "matmul_bias")))
+    graph = graph_from_model(decoder_stack(16))
+    serial = find_candidates(graph, rs, memo=False)
+    monkeypatch.setattr(parallel, "PARALLEL_FROM_NODES", 0)
+    monkeypatch.setattr(memo, "MEMO_FROM_NODES", 0)
+    monkeypatch.setattr(memo, "MAX_COVER", 1.0)
+    with_memo = parallel.find_candidates_parallel(graph, rs, 2)
+    assert with_memo.twins  # matched once per structure, in this process
+    monkeypatch.setattr(memo, "MAX_COVER", 0.0)  # the memo declines: rules over processes
+    split = parallel.find_candidates_parallel(graph, rs, 2)
+    assert not split.twins
+    for result in (with_memo, split):
+        assert result.candidates == serial.candidates
+        assert result.near_misses == serial.near_misses
