@@ -65,10 +65,9 @@ def suggest(
 ) -> Suggestion:
     """Draft rules for what the given rules leave unfused in ``models`` and measure them."""
     from ruleengine import coverage
-    from ruleengine.match.compile import MAX_CLAUSES_PER_RULE
     from ruleengine.pipeline import DEFAULT_PRESET, analyze
     from ruleengine.suggest.canon import canonicalize, composite_instances
-    from ruleengine.suggest.emit import draft, fitting_priority, rule_name
+    from ruleengine.suggest.emit import fitting_priority, rule_name
     from ruleengine.suggest.regions import edge_ceiling, search_regions
 
     if not rules and preset is None:
@@ -122,7 +121,9 @@ def suggest(
     # a compact region earns a rule only where it recurs (layers, models)
     ranked = sorted(
         (
-            Cluster(key, tuple(insts))
+            # instances by model name (stable: graph order within a model), so the rules
+            # do not depend on the order the models were given in
+            Cluster(key, tuple(sorted(insts, key=lambda i: i.model)))
             for key, insts in clusters.items()
             if key in largest or len(insts) >= COMPACT_MIN_INSTANCES
         ),
@@ -143,14 +144,11 @@ def suggest(
         name = rule_name(c, taken)
         absorbed = set().union(*(i.absorbed_rules for i in c.instances))
         priority = fitting_priority(absorbed, priorities)
-        _, text = draft(c, name, priority, target)
-        if _clauses(text) > MAX_CLAUSES_PER_RULE:  # composites in a row multiply clauses
-            c = _primitive(c, graphs)
-            _, text = draft(c, name, priority, target)
-            if _clauses(text) > MAX_CLAUSES_PER_RULE:
-                dropped.append((name, "its pattern exceeds the matcher's clause budget"))
-                continue
-        drafts.append(DraftRule(name, text, c, priority))
+        fitted = _fitting_drafts(c, name, priority, target, graphs)
+        if not fitted:
+            dropped.append((name, "its pattern exceeds the matcher's clause budget"))
+            continue
+        drafts.append([DraftRule(name, text, cl, priority) for cl, text in fitted])
     note("generating and running the rule tests")
     drafts, failed = _with_tests(drafts, graphs)
     dropped += failed
@@ -158,43 +156,98 @@ def suggest(
     return Suggestion(tuple(drafts), tuple(dropped), report, target)
 
 
-def _with_tests(drafts: list[DraftRule], graphs) -> tuple[list[DraftRule], list[tuple[str, str]]]:
-    """Each draft with its rule tests, each test run by the rule-test runner: a draft
-    whose positive test fails is dropped; a negative that matches is cut elsewhere."""
+def _with_tests(
+    alternatives: list[list[DraftRule]], graphs
+) -> tuple[list[DraftRule], list[tuple[str, str]]]:  # noqa: ANN001
+    """Per cluster, the first of its drafts (most general first) whose rule tests pass,
+    each test run by the rule-test runner: a draft that does not find its own region is
+    no rule; a negative that matches is cut elsewhere; a draft for which no near
+    structure stays unmatched gives way to a less general one (or, when none has a
+    negative, the least general draft that finds its region is kept with its positive)."""
+    out: list[DraftRule] = []
+    failed: list[tuple[str, str]] = []
+    for drafts in alternatives:
+        chosen = None
+        fallback = None
+        for d in drafts:
+            tested = _tested(d, graphs)
+            if tested is None:
+                continue
+            if len(tested.tests) > 1:
+                chosen = tested
+                break
+            fallback = tested
+        chosen = chosen or fallback
+        if chosen is None:
+            failed.append((drafts[0].name, "its generated tests do not pass"))
+        else:
+            out.append(chosen)
+    return out, failed
+
+
+def _tested(d: DraftRule, graphs) -> DraftRule | None:  # noqa: ANN001
+    """The draft with its passing tests (positive, and a negative where one is found)."""
     from dataclasses import replace
 
     from ruleengine.ruletest.model import Status
     from ruleengine.ruletest.run import run_tests
     from ruleengine.suggest.ruletests import MAX_CUT_ATTEMPTS, rule_tests
 
-    out: list[DraftRule] = []
-    failed: list[tuple[str, str]] = []
-    for d in drafts:
-        graph = graphs[d.cluster.instances[0].model]
-        passed = None
-        also: tuple = ()
-        attempt = 0
-        while attempt < MAX_CUT_ATTEMPTS:
-            tests = rule_tests(graph, d, attempt, also)
-            outcomes = _run(d, tests, run_tests)
-            positive = outcomes.get("positive_region.onnxtxt")
-            if positive is None or positive.missing:
-                break  # the rule does not find its own region: no rule
-            if positive.unexpected and not also:
-                also = tuple(positive.unexpected)  # overlapping matches: expected too
+    graph = graphs[d.cluster.instances[0].model]
+    also: tuple = ()
+    attempt = 0
+    while attempt < MAX_CUT_ATTEMPTS:
+        tests = rule_tests(graph, d, attempt, also)
+        outcomes = _run(d, tests, run_tests)
+        positive = outcomes.get("positive_region.onnxtxt")
+        if positive is None or positive.missing:
+            return None  # the rule does not find its own region: no rule
+        if positive.unexpected and not also:
+            also = tuple(positive.unexpected)  # overlapping matches: expected too
+            continue
+        if positive.status is Status.PASS and all(
+            o.status is Status.PASS for o in outcomes.values()
+        ):
+            return replace(d, tests=tests) if len(outcomes) == len(tests) else None
+        attempt += 1
+    # no negative stayed unmatched: the positive alone, if it passes
+    tests = {k: v for k, v in rule_tests(graph, d, 0, also).items() if k.startswith("positive")}
+    outcomes = _run(d, tests, run_tests)
+    ok = all(o.status is Status.PASS for o in outcomes.values()) and len(outcomes) == 1
+    return replace(d, tests=tests) if ok else None
+
+
+# Epilogue chains are written as repeated @epilogue ops of their length up to SPREADS[0]
+# more (fewer where the clauses would exceed DRAFT_CLAUSES; None: the ops as found).
+# Every clause is a query the matcher compiles and runs: a draft stays small.
+SPREADS = (1, 0, None)
+DRAFT_CLAUSES = 64
+
+
+def _fitting_drafts(  # noqa: ANN001
+    c: Cluster, name: str, priority: int, target: str, graphs
+) -> list[tuple[Cluster, str]]:
+    """The cluster's drafts whose clauses fit the matcher's budget, most general first
+    (epilogue chains +-1, as found, ops as found); composites in a row multiply clauses,
+    so where none fits they are spelled out as ONNX ops. A pattern that would be one
+    repeated op (a bare elementwise chain) keeps its ops."""
+    from ruleengine.match.compile import MAX_CLAUSES_PER_RULE
+    from ruleengine.suggest.emit import chains, draft
+
+    for spelled_out in (False, True):
+        cluster = _primitive(c, graphs) if spelled_out else c
+        out: dict[str, Cluster] = {}
+        whole = [list(range(len(cluster.instances[0].units)))]
+        for spread in SPREADS:
+            if spread is not None and chains(cluster) == whole:
                 continue
-            if positive.status is Status.PASS and all(
-                o.status is Status.PASS for o in outcomes.values()
-            ):
-                if len(outcomes) == len(tests):
-                    passed = replace(d, tests=tests)
-                break
-            attempt += 1
-        if passed is None:
-            failed.append((d.name, "its generated tests do not pass"))
-        else:
-            out.append(passed)
-    return out, failed
+            _, text = draft(cluster, name, priority, target, spread)
+            budget = MAX_CLAUSES_PER_RULE if spread is None else DRAFT_CLAUSES
+            if _clauses(text) <= budget:
+                out.setdefault(text, cluster)
+        if out:
+            return [(cl, text) for text, cl in out.items()]
+    return []
 
 
 def _label(c: Cluster) -> str:

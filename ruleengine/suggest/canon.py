@@ -93,6 +93,11 @@ def _commutative() -> frozenset[str]:
     return commutative_ops()
 
 
+def op_class(name: str) -> frozenset[str]:
+    """The ONNX op types of op class ``name`` (``@epilogue``, ...)."""
+    return _classes().get(name, frozenset())
+
+
 def coarse_label(op_type: str) -> str:
     """The op class a plain ONNX op is clustered by (itself when no class has it)."""
     classes = _classes()

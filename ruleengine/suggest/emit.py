@@ -24,6 +24,7 @@ HEADER = (
 )
 VIEW_LABELS = frozenset({"Reshape", "Squeeze", "Unsqueeze", "Flatten", "Identity"})
 MAX_NAME_TOKENS = 5
+MAX_REPEAT = 8
 
 
 class _Dumper(yaml.SafeDumper):
@@ -78,19 +79,83 @@ def _camel(name: str) -> str:
     return "".join(p[:1].upper() + p[1:] for p in name.split("_") if p)
 
 
-def pattern_ops(cluster: Cluster) -> list[dict]:
-    """The ``match.ops`` list of the cluster's rule."""
+def chains(cluster: Cluster) -> list[list[int]]:
+    """Runs of pattern ops to write as one ``@epilogue`` op with ``repeat``: plain ops of
+    the epilogue class (elementwise, BatchNorm, views), each reading at most one op of
+    the pattern and read by at most one (a chain, no fork or join), linked one to the
+    next. Exporters differ exactly there (a BatchNorm kept or folded, a Cast, a Div or a
+    Mul by the reciprocal, one view or two), so the runs carry a rule across them."""
+    from ruleengine.suggest.canon import op_class
+
     units = cluster.instances[0].units
+    epilogue = op_class("@epilogue")
+    readers: dict[int, list[int]] = {}
+    for j, u in enumerate(units):
+        for ref in u.inputs:
+            readers.setdefault(ref.source, []).append(j)
+    eligible = [
+        not u.composite
+        and all(label in epilogue for label in labels)
+        and len({r.source for r in u.inputs}) == len(u.inputs) <= 1
+        and len(readers.get(k, ())) <= 1
+        for k, (u, (_, labels)) in enumerate(zip(units, position_types(cluster), strict=True))
+    ]
+    nxt: dict[int, int] = {}
+    for k in range(len(units)):
+        rd = readers.get(k, [])
+        if eligible[k] and len(rd) == 1 and eligible[rd[0]]:
+            nxt[k] = rd[0]
+    runs = []
+    for k in range(len(units)):
+        if eligible[k] and k not in nxt.values():
+            run = [k]
+            while run[-1] in nxt:
+                run.append(nxt[run[-1]])
+            if units[k].commutative and units[k].inputs:
+                # an Add or Mul matches either input order only under its own type (a
+                # repeated @epilogue's first copy reads a fixed port): it stays as found
+                run = run[1:]
+            if run:
+                runs.append(run)
+    return runs
+
+
+def pattern_ops(cluster: Cluster, spread: int | None = None) -> list[dict]:
+    """The ``match.ops`` list of the cluster's rule. ``spread``: write each run of
+    ``chains`` as one ``@epilogue`` op repeated from its length to its length plus
+    ``spread`` (an exporter that keeps a BatchNorm or adds a Cast has one more there;
+    None: every op as found)."""
+    units = cluster.instances[0].units
+    runs = chains(cluster) if spread is not None else []
+    run_of = {k: run for run in runs for k in run}
+    new_index: dict[int, int] = {}
+    order = []
+    for k in range(len(units)):
+        run = run_of.get(k)
+        if run is not None and run[0] != k:
+            continue
+        for m in run or [k]:
+            new_index[m] = len(order)
+        order.append(run or [k])
     ops = []
-    for (typ, _), unit in zip(position_types(cluster), units, strict=True):
-        op: dict = {"type": typ}
+    for members in order:
+        first = members[0]
+        unit = units[first]
+        if first in run_of:
+            assert spread is not None
+            n = len(members)
+            op: dict = {"type": "@epilogue"}
+            if n + spread > 1:
+                op["repeat"] = {"min": n, "max": min(MAX_REPEAT, n + spread)}
+        else:
+            op = {"type": position_types(cluster)[first][0]}
         if unit.inputs:
             sources: dict[str, dict] = {}
             for ref in unit.inputs:
                 port = 0 if unit.composite else ref.port
                 while f"input{port}" in sources:  # a composite reads one main input
                     port += 1
-                src: dict = {"from_op": ref.source}
+                src: dict = {"from_op": new_index[ref.source]}
                 if ref.output_idx:
                     src["output_idx"] = ref.output_idx
                 sources[f"input{port}"] = src
@@ -101,7 +166,7 @@ def pattern_ops(cluster: Cluster) -> list[dict]:
     return ops
 
 
-def describe(cluster: Cluster, target: str) -> str:
+def describe(cluster: Cluster, target: str, spread: int | None = None) -> str:
     """Where the cluster was found and what fusing it saves."""
     first = cluster.instances[0]
     per_model = ", ".join(
@@ -114,14 +179,29 @@ def describe(cluster: Cluster, target: str) -> str:
         f"Fusing them saves {human_bytes(cluster.bytes_saved)} of HBM traffic on {target} "
         f"({human_bytes(first.region.bytes_saved)} for the first).",
     ]
+    runs = chains(cluster) if spread is not None else []
+    in_run = {k for run in runs for k in run}
+    types = position_types(cluster)
     differ = [
-        f"op {k} {typ} ({', '.join(labels)})"
-        for k, (typ, labels) in enumerate(position_types(cluster))
-        if len(labels) > 1 or typ != labels[0]
+        f"{typ} ({', '.join(labels)})"
+        for k, (typ, labels) in enumerate(types)
+        if k not in in_run and (len(labels) > 1 or typ != labels[0])
     ]
     if differ:
         lines.append(
             "Op classes where the instances differ (or any view op): " + "; ".join(differ) + "."
+        )
+    if runs:
+        assert spread is not None
+        found = [
+            f"{' -> '.join('/'.join(types[k][1]) for k in run)} as @epilogue x"
+            f"{len(run)}..{min(MAX_REPEAT, len(run) + spread)}"
+            for run in runs
+        ]
+        lines.append(
+            "Epilogue chains generalized (exporters fold, split or cast them differently): "
+            + "; ".join(found)
+            + "."
         )
     absorbed = sorted(set().union(*(i.absorbed_rules for i in cluster.instances)))
     if absorbed:
@@ -130,20 +210,21 @@ def describe(cluster: Cluster, target: str) -> str:
 
 
 def draft(
-    cluster: Cluster, name: str, priority: int, target: str
+    cluster: Cluster, name: str, priority: int, target: str, spread: int | None = None
 ) -> tuple[Mapping[str, object], str]:
-    """The rule (as data) and its YAML text."""
+    """The rule (as data) and its YAML text (``spread``: see ``pattern_ops``)."""
     dtypes = sorted(set().union(*(i.dtypes for i in cluster.instances)))
     constraints: list[dict] = [{"type": "ub_fit"}]
     if dtypes:
         constraints.append({"type": "dtype_match", "allowed_dtypes": dtypes})
-    match: dict = {"ops": pattern_ops(cluster)}
-    if any(i.escapes for i in cluster.instances):
+    match: dict = {"ops": pattern_ops(cluster, spread)}
+    if spread is not None or any(i.escapes for i in cluster.instances):
+        # a generalized rule meets other exports, where a residual may read inside it
         match["subgraph"] = {"allow_intermediate_outputs": True}
     rule = {
         "name": name,
         "priority": priority,
-        "description": describe(cluster, target),
+        "description": describe(cluster, target, spread),
         "match": match,
         "rewrite": {"target_op": _camel(name)},
         "constraints": constraints,

@@ -30,9 +30,9 @@ from ruleengine.match.model import Candidate
 from ruleengine.suggest.model import Region
 from ruleengine.suggest.partition import Kernel, Partition, Pool, best_partition, kernel_pool
 
-# Compact regions: at most this many compute ops. They recur across layers and exporters,
-# so their rules carry over to other exports of the same architecture.
-COMPACT_OPS = 6
+# Compact regions: at most this many compute ops (one packing each). They recur across
+# layers and exporters, so their rules carry over to other exports of the architecture.
+COMPACT_OPS = (6, 3)
 
 
 # Drafting partitions tried: the most net bytes (the selection stage's objective) plus
@@ -59,7 +59,7 @@ def search_regions(
     edges: coverage.FusableEdges | None = None,
     *,
     rivals: Sequence[tuple[frozenset[str], int]] = (),
-    compact_ops: int = COMPACT_OPS,
+    compact_ops: Sequence[int] = COMPACT_OPS,
 ) -> RegionSearch:
     """The regions to draft rules for, and the ceiling.
 
@@ -76,14 +76,18 @@ def search_regions(
     chosen = [frozenset(g) for g in groups]
     seeds = find_regions(graph, chosen, target, edges)
     pool = kernel_pool(graph, target, edges, extra=[*chosen, *(r.nodes for r in seeds)])
-    ceiling = best_partition(graph, pool.kernels, complete=pool.complete, prefer=chosen)
     kept = set(chosen)
-    small = [k for k in pool.kernels if k.compute_ops <= compact_ops or k.nodes in kept]
-    compact = best_partition(graph, small, prefer=chosen, value=lambda k: k.net_bytes)
+    compacts = []
+    for cap in compact_ops:
+        small = [k for k in pool.kernels if k.compute_ops <= cap or k.nodes in kept]
+        packed = best_partition(graph, small, prefer=chosen, value=lambda k: k.net_bytes)
+        compacts.append((packed, cap))
+    compact_kernels = [k for p, cap in compacts for k in p.kernels if k.compute_ops <= cap]
     rival_kernels = [Kernel(nodes, _captured(edges, nodes), 0, net, 0) for nodes, net in rivals]
+    offered_already = {k.nodes for k in rival_kernels}  # candidates of the rules in use
 
     def selected(p: Partition) -> int:
-        offered = {k.nodes: k for k in (*rival_kernels, *compact.kernels, *p.kernels)}
+        offered = {k.nodes: k for k in (*rival_kernels, *compact_kernels, *p.kernels)}
         picked = best_partition(
             graph,
             sorted(offered.values(), key=lambda k: sorted(k.nodes)),
@@ -91,10 +95,15 @@ def search_regions(
         )
         return picked.captured
 
+    # every viable candidate of the rules in use is a kernel the target accepts too (a
+    # bundled group may be larger than the pool's caps): the partitions may use them
+    known = {k.nodes for k in pool.kernels}
+    wider = [*pool.kernels, *(k for k in rival_kernels if k.nodes not in known)]
+    ceiling = best_partition(graph, wider, complete=pool.complete, prefer=chosen)
     options = [
         best_partition(
             graph,
-            pool.kernels,
+            wider,
             complete=pool.complete,
             prefer=chosen,
             value=lambda k, m=m: 4 * k.net_bytes + m * k.captured,
@@ -109,12 +118,14 @@ def search_regions(
         return tuple(
             Region(tuple(sorted(k.nodes, key=pos.__getitem__)), k.bytes_saved, k.net_bytes)
             for k in p.kernels
-            if k.nodes not in kept and (cap is None or k.compute_ops <= cap)
+            if k.nodes not in kept
+            and k.nodes not in offered_already
+            and (cap is None or k.compute_ops <= cap)
         )
 
     return RegionSearch(
         regions(options[best]),
-        regions(compact, compact_ops),
+        tuple(dict.fromkeys(r for p, cap in compacts for r in regions(p, cap))),
         ceiling,
         options[best],
         scores[best],
