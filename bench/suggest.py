@@ -13,7 +13,8 @@ Two measurements, both with the coverage metric of ``ruleengine/coverage.py``:
    ...), rules suggested from one exporter's file, measured on the family's other
    exports (bundled vs bundled + suggested).
 
-Run: ``.venv/bin/python bench/suggest.py [--json] [--cross-only|--own-only] [MODEL...]``.
+Run: ``.venv/bin/python bench/suggest.py [--json] [--cross-only|--own-only] [MODEL...]``;
+``--render FILE`` prints the text of an earlier ``--json`` run.
 """
 
 from __future__ import annotations
@@ -152,7 +153,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--own-only", action="store_true")
     ap.add_argument("--cross-only", action="store_true")
+    ap.add_argument("--render", type=Path, help="print the text of an earlier --json run")
     args = ap.parse_args(argv)
+    if args.render:
+        render(json.loads(args.render.read_text()))
+        return 0
     models = args.models or all_models()
     out: dict = {"schema_version": 1}
     if not args.cross_only:
@@ -162,6 +167,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         print(json.dumps(out, indent=2))
         return 0
+    render(out)
+    return 0
+
+
+def render(out: dict) -> None:
     if "own" in out:
         rows = out["own"]
         print(
@@ -199,7 +209,6 @@ def main(argv: list[str] | None = None) -> int:
         print(
             f"# coverage rises on {sum(r['after'] > r['before'] for r in rows)}/{len(rows)} pairs"
         )
-    return 0
 
 
 if __name__ == "__main__":

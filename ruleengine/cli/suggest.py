@@ -43,6 +43,7 @@ def summary_json(s: Suggestion) -> dict:
                 "bytes_saved": d.cluster.bytes_saved,
                 "ops": len(d.cluster.instances[0].units),
                 "tests": [f"{d.name}.tests/{f}" for f in d.tests],
+                "kernel": f"kernels/{d.target_op}.yaml",
             }
             for d in s.rules
         ],
@@ -166,6 +167,7 @@ def suggest_command(
         files = {f"{d.name}.yaml": d.text.encode() for d in result.rules}
         for d in result.rules:
             files.update({f"{d.name}.tests/{f}": t.encode() for f, t in d.tests.items()})
+            files[f"kernels/{d.target_op}.yaml"] = d.kernel.encode()
         files[SUMMARY_FILE] = (json.dumps(data, indent=2) + "\n").encode()
         write_atomically(output, files, protect=tuple(models))
         if fmt is Format.json:

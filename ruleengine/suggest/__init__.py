@@ -152,6 +152,7 @@ def suggest(
     note("generating and running the rule tests")
     drafts, failed = _with_tests(drafts, graphs)
     dropped += failed
+    drafts = [_with_kernel(d, graphs) for d in drafts]
     report = _measure_after(baseline, drafts, rules, preset, target, dims, note)
     return Suggestion(tuple(drafts), tuple(dropped), report, target)
 
@@ -183,6 +184,20 @@ def _with_tests(
         else:
             out.append(chosen)
     return out, failed
+
+
+def _with_kernel(d: DraftRule, graphs) -> DraftRule:  # noqa: ANN001
+    """The draft with the kernel catalog entry of its target_op."""
+    from dataclasses import replace
+
+    from ruleengine.suggest.emit import kernel_entry
+
+    op_types = {
+        graphs[inst.model].node(n).op_type
+        for inst in d.cluster.instances
+        for n in inst.region.nodes
+    }
+    return replace(d, kernel=kernel_entry(d.text, d.cluster, op_types))
 
 
 def _tested(d: DraftRule, graphs) -> DraftRule | None:  # noqa: ANN001

@@ -241,3 +241,51 @@ def fitting_priority(absorbed: Iterable[str], priorities: Mapping[str, int]) -> 
     if above:
         return max(above) + 1
     return max(0, min(priorities.values(), default=1) - 1)
+
+
+KERNEL_HEADER = (
+    "# yaml-language-server: $schema=../../schemas/kernel.schema.json\n"
+    "# Drafted by `autofusion suggest`: the contract of the kernel its rule names.\n"
+)
+
+
+def kernel_entry(rule_text: str, cluster: Cluster, op_types: Iterable[str]) -> str:
+    """The kernel catalog entry (docs/kernels.md) for a drafted rule's target_op: a
+    structural contract, as for the bundled generated kernels (the kernel is generated
+    from the group). Roles: the cube ops the pattern has (exactly as many), and the other
+    ``op_types`` its regions hold, with the op classes the pattern uses where it was
+    generalized (an @epilogue chain, a class; a composite, which another exporter may
+    write as its ONNX op or in other elementwise/reduce ops)."""
+    from ruleengine.ops.aliases import alias_table
+    from ruleengine.suggest.canon import op_class
+
+    rule = yaml.safe_load(rule_text)
+    cube = op_class("@cube")
+    types = [op["type"] for op in rule["match"]["ops"]]
+    n_cube = sum(1 for t in types if t in cube or t == "@cube")
+    vector = {t for t in op_types if t not in cube}
+    aliases = alias_table()
+    for t in types:
+        if t.startswith("@") and t != "@cube":
+            vector.add(t)
+        elif t in aliases and aliases[t].composites:
+            vector.update(("@elementwise", "@reduce", "@norm"))
+            vector.update(x for x in aliases[t].onnx_types if x not in cube)
+    roles: list[dict] = []
+    if n_cube:
+        roles.append({"name": "cube", "ops": ["@cube"], "min": n_cube, "max": n_cube})
+    if vector:
+        roles.append({"name": "vector", "ops": sorted(vector)})
+    entry = {
+        "kernel": rule["rewrite"]["target_op"],
+        "version": 1,
+        "description": (
+            f"Generated from the group (a structural contract) for the drafted rule "
+            f"{rule['name']}: {n_cube} cube op(s) and the vector ops its regions hold."
+        ),
+        "structure": {
+            "description": "the ops the rule matches, as found in " + ", ".join(cluster.models),
+            "roles": roles,
+        },
+    }
+    return KERNEL_HEADER + yaml.dump(entry, Dumper=_Dumper, sort_keys=False, width=100)

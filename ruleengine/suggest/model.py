@@ -52,6 +52,11 @@ class DraftRule:
     cluster: Cluster
     priority: int
     tests: Mapping[str, str] = field(default_factory=dict)  # file in <name>.tests/ -> text
+    kernel: str = ""  # the kernel catalog entry of its target_op (kernels/<TargetOp>.yaml)
+
+    @property
+    def target_op(self) -> str:
+        return "".join(p[:1].upper() + p[1:] for p in self.name.split("_") if p)
 
 
 @dataclass(frozen=True)
