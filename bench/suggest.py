@@ -49,25 +49,32 @@ def coverage_with(path: Path, rule_dirs: list[str]) -> float:
 
 
 def checked(s) -> tuple[int, int, int]:  # noqa: ANN001
-    """(diagnostics of `check --strict` over the drafts with the bundled library, rule
-    tests passed, rule tests run), the drafts written as `suggest -o` writes them."""
+    """(findings of `check --strict` over the drafts and the bundled library, with the
+    drafts' kernel entries as --kernels; rule tests passed; rule tests run), the drafts
+    written as `suggest -o DIR` writes them."""
+    from ruleengine.kernels.catalog import catalog_for
+    from ruleengine.kernels.lint import lint_rules
     from ruleengine.rules.lint import lint_paths
     from ruleengine.ruletest.model import Status
     from ruleengine.ruletest.run import run_tests
 
+    if not s.rules:
+        return 0, 0, 0
     with tempfile.TemporaryDirectory() as tmp:
-        out = Path(tmp)
+        rules, kernels = Path(tmp) / "rules", Path(tmp) / "kernels"
+        rules.mkdir()
+        kernels.mkdir()
         for d in s.rules:
-            (out / f"{d.name}.yaml").write_text(d.text, encoding="utf-8")
-            (out / f"{d.name}.tests").mkdir()
+            (rules / f"{d.name}.yaml").write_text(d.text, encoding="utf-8")
+            (kernels / f"{d.target_op}.yaml").write_text(d.kernel, encoding="utf-8")
+            (rules / f"{d.name}.tests").mkdir()
             for name, text in d.tests.items():
-                (out / f"{d.name}.tests" / name).write_text(text, encoding="utf-8")
-        if not s.rules:
-            return 0, 0, 0
-        diagnostics = lint_paths([out, ROOT / "rules"], set_checks=True).diagnostics
-        run = run_tests([out])
+                (rules / f"{d.name}.tests" / name).write_text(text, encoding="utf-8")
+        result = lint_paths([rules, ROOT / "rules"], set_checks=True)
+        findings = len(result.diagnostics) + len(lint_rules(result.rules, catalog_for([kernels])))
+        run = run_tests([rules])
         passed = sum(o.status is Status.PASS for o in run.outcomes)
-        return len(diagnostics), passed, len(run.outcomes)
+        return findings, passed, len(run.outcomes)
 
 
 _DRAFTS: dict[Path, object] = {}  # model -> its Suggestion, shared by own and cross

@@ -19,6 +19,8 @@ from ruleengine.errors import UsageError
 from ruleengine.suggest import Suggestion
 
 SUMMARY_FILE = "suggest-summary.json"
+RULES_DIR = "rules"  # DIR/rules/<name>.yaml and <name>.tests/: `check`, `test`, `--rules`
+KERNELS_DIR = "kernels"  # DIR/kernels/<TargetOp>.yaml: `--kernels` (not rules: apart)
 BAR = 0.9  # issue 16: 90% coverage, or the ceiling where that is lower
 TOLERANCE = 0.0005  # figures are compared as printed (to 0.1%)
 
@@ -36,14 +38,14 @@ def summary_json(s: Suggestion) -> dict:
         "rules": [
             {
                 "name": d.name,
-                "file": f"{d.name}.yaml",
+                "file": f"{RULES_DIR}/{d.name}.yaml",
                 "priority": d.priority,
                 "instances": len(d.cluster.instances),
                 "models": list(d.cluster.models),
                 "bytes_saved": d.cluster.bytes_saved,
                 "ops": len(d.cluster.instances[0].units),
-                "tests": [f"{d.name}.tests/{f}" for f in d.tests],
-                "kernel": f"kernels/{d.target_op}.yaml",
+                "tests": [f"{RULES_DIR}/{d.name}.tests/{f}" for f in d.tests],
+                "kernel": f"{KERNELS_DIR}/{d.target_op}.yaml",
             }
             for d in s.rules
         ],
@@ -70,7 +72,10 @@ def summary_json(s: Suggestion) -> dict:
 
 
 def render_text(s: Suggestion, outdir: Path) -> str:
-    lines = [f"{len(s.rules)} rule(s) drafted in {outdir}/ (target {s.target})"]
+    lines = [
+        f"{len(s.rules)} rule(s) drafted in {outdir}/{RULES_DIR}/, their kernel entries in "
+        f"{outdir}/{KERNELS_DIR}/ (target {s.target})"
+    ]
     for d in s.rules:
         c = d.cluster
         lines.append(
@@ -164,10 +169,11 @@ def suggest_command(
             max_rules=max_rules,
         )
         data = summary_json(result)
-        files = {f"{d.name}.yaml": d.text.encode() for d in result.rules}
+        files = {f"{RULES_DIR}/{d.name}.yaml": d.text.encode() for d in result.rules}
         for d in result.rules:
-            files.update({f"{d.name}.tests/{f}": t.encode() for f, t in d.tests.items()})
-            files[f"kernels/{d.target_op}.yaml"] = d.kernel.encode()
+            tests = d.tests.items()
+            files.update({f"{RULES_DIR}/{d.name}.tests/{f}": t.encode() for f, t in tests})
+            files[f"{KERNELS_DIR}/{d.target_op}.yaml"] = d.kernel.encode()
         files[SUMMARY_FILE] = (json.dumps(data, indent=2) + "\n").encode()
         write_atomically(output, files, protect=tuple(models))
         if fmt is Format.json:

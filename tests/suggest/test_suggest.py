@@ -12,7 +12,6 @@ from typer.testing import CliRunner
 from ruleengine import coverage
 from ruleengine.cli.app import app
 from ruleengine.graph import load_graph
-from ruleengine.rules.lint import lint_paths
 from ruleengine.suggest import suggest
 from ruleengine.suggest.canon import canonicalize, composite_instances
 from ruleengine.suggest.regions import find_regions
@@ -62,14 +61,20 @@ def test_coverage_before_and_after(case):
 
 
 def test_every_suggested_rule_passes_check_strict(case, tmp_path):
+    """`check --strict` with the rule in use and the drafts' kernel entries: no finding
+    (each draft's target_op has its structural contract in DIR/kernels)."""
     model, rule = case
     out = tmp_path / "out"
-    out.mkdir()
-    for d in suggest([model], [rule]).rules:
-        (out / f"{d.name}.yaml").write_text(d.text)
-    result = lint_paths([out, rule], set_checks=True)
-    assert result.diagnostics == ()
-    assert len(result.rules) >= 2
+    res = CliRunner().invoke(app, ["suggest", str(model), "-r", str(rule), "-o", str(out)])
+    assert res.exit_code == 0, res.output
+    assert len(list((out / "rules").glob("*.yaml"))) == len(list((out / "kernels").iterdir()))
+    res = CliRunner().invoke(
+        app, ["check", str(out / "rules"), str(rule), "--kernels", str(out / "kernels"), "--strict"]
+    )
+    assert res.exit_code == 0, res.output
+    # without the entries, each draft's target_op has no contract (AF402 under --strict)
+    res = CliRunner().invoke(app, ["check", str(out / "rules"), str(rule), "--strict"])
+    assert res.exit_code == 1 and "AF402" in res.output
 
 
 def test_deterministic(case):
@@ -132,7 +137,9 @@ def test_cli_writes_rules_and_summary(case, tmp_path):
     assert cov["before"] == 0.0 and cov["after"] == 1.0
     assert cov["ceiling"] == 1.0 and cov["ceiling_exact"] and cov["meets_bar"]
     names = {r["file"] for r in data["rules"]}
-    assert names == {p.name for p in out.glob("*.yaml")}
+    assert names == {f"rules/{p.name}" for p in (out / "rules").glob("*.yaml")}
+    kernels = {r["kernel"] for r in data["rules"]}
+    assert kernels == {f"kernels/{p.name}" for p in (out / "kernels").glob("*.yaml")}
     assert json.loads((out / "suggest-summary.json").read_text()) == data
     text = CliRunner().invoke(app, ["suggest", str(model), "-r", str(rule), "-o", str(out)])
     assert text.exit_code == 0 and "coverage of fusable intermediate traffic" in text.stdout
@@ -158,10 +165,15 @@ def test_real_export_coverage_rises_and_rules_lint_clean(tmp_path):
     assert m.after == pytest.approx(m.reach, abs=0.02)
     assert m.reach <= m.ceiling + 1e-9
     assert m.after >= min(0.9, m.ceiling) - 0.0005  # issue 16's bar
+    (tmp_path / "rules").mkdir()
+    (tmp_path / "kernels").mkdir()
     for d in s.rules:
-        (tmp_path / f"{d.name}.yaml").write_text(d.text)
+        (tmp_path / "rules" / f"{d.name}.yaml").write_text(d.text)
+        (tmp_path / "kernels" / f"{d.target_op}.yaml").write_text(d.kernel)
     repo_rules = Path(__file__).resolve().parents[2] / "rules"
-    assert lint_paths([tmp_path, repo_rules], set_checks=True).diagnostics == ()
+    args = [str(tmp_path / "rules"), str(repo_rules), "--kernels", str(tmp_path / "kernels")]
+    res = CliRunner().invoke(app, ["check", *args, "--strict"])
+    assert res.exit_code == 0, res.output
 
 
 def test_suggested_from_one_exporter_helps_the_other(tmp_path):
@@ -189,6 +201,7 @@ def test_generated_rule_tests_pass_and_fail_on_a_broken_rule(case, tmp_path):
     out = tmp_path / "out"
     res = CliRunner().invoke(app, ["suggest", str(model), "-r", str(rule), "-o", str(out)])
     assert res.exit_code == 0, res.output
+    out = out / "rules"
     drafts = sorted(out.glob("*.yaml"))
     assert drafts
     for d in drafts:
