@@ -184,7 +184,8 @@ def bind(graph: Graph, group: Any, rule: Rule, entry: KernelEntry) -> tuple[Call
         source=entry.location.file if entry.location else None,
     )
     nodes = group.nodes
-    fitting = [f for f in entry.forms if f.ops is None or tuple(f.ops) == tuple(group.op_types)]
+    ops = tuple(group.op_types)
+    fitting = [f for f in entry.forms if f.ops is None or ops in f.ops]
     if not fitting and (not entry.forms or entry.structure is not None):
         # no reference semantics for this structure: the structural contract, if any (a
         # generated kernel's ports are the group's own inputs and outputs)

@@ -217,7 +217,10 @@ def load_entry(path: Path) -> KernelEntry:
                 "inputs/outputs",
                 where,
             )
-        ops = tuple(f["ops"]) if "ops" in f else None
+        ops = None
+        if "ops" in f:  # one op type sequence, or a list of alternative sequences
+            seqs = f["ops"] if isinstance(f["ops"][0], list) else [f["ops"]]
+            ops = tuple(tuple(seq) for seq in seqs)
         declared = {a.name for a in attrs}
         names = known_in | known_out | declared
         wrong = [k for k in (*f.get("attributes", {}), *f.get("bind", {})) if k not in names]

@@ -51,7 +51,7 @@ class Form:
     """One structure the kernel accepts and what it computes on it (an ONNX function)."""
 
     name: str
-    ops: tuple[str, ...] | None  # the group's op types, in order (None: any)
+    ops: tuple[tuple[str, ...], ...] | None  # the op type sequences it takes (None: any)
     inputs: tuple[str, ...]  # port names the function takes, in order
     outputs: tuple[str, ...]
     function: bytes  # serialized FunctionProto (domain autofusion, overload = name)

@@ -43,6 +43,28 @@ RMS = """
     n = Mul(s, inv)
     y = Mul(n, g)"""
 
+RELU6 = """lo = Constant <value = float {0.0}> ()
+    hi = Constant <value = float {6.0}> ()
+    y = Clip"""
+ATT = "float[1,2,6,8] q, float[1,2,8,6] kt, float[1,2,6,8] v, float[1,1,6,6] mask"
+SCORES = """s = MatMul(q, kt)
+    sc = Constant <value = float {0.35}> ()
+    ss = Mul(s, sc)
+    m = Add(ss, mask)
+    p = Softmax <axis = -1> (m)"""
+LN_DECOMPOSED = """ax = Constant <value = int64[1] {-1}> ()
+    mu = ReduceMean <keepdims = 1> (s, ax)
+    d = Sub(s, mu)
+    two = Constant <value = float {2.0}> ()
+    d2 = Pow(d, two)
+    var = ReduceMean <keepdims = 1> (d2, ax)
+    eps = Constant <value = float {0.00001}> ()
+    ve = Add(var, eps)
+    sd = Sqrt(ve)
+    nm = Div(d, sd)
+    m = Mul(nm, g)
+    y = Add(m, be)"""
+
 # kernel -> (graph inputs, output type, body); the output is always y
 BEFORE = {
     "ConvBNRelu": (f"{CONV}, {BN}", "float[1,8,8,8]",
@@ -135,7 +157,75 @@ BEFORE = {
     rot = Concat <axis = -1> (n2, x1)
     rs = Mul(rot, sin)
     y = Add(xc, rs)"""),
+    "FlashAttentionScore": (ATT, "float[1,2,6,8]", f"{SCORES}\n    y = MatMul(p, v)"),
+    "MultiHeadAttention": ("float[1,6,32] x, float[32,32] wq, float[32] bq, float[32,32] wk, "
+                           "float[32] bk, float[32,32] wv, float[32] bv, float[1,1,6,6] mask, "
+                           "int64[4] hs, int64[3] os", "float[1,6,32]", """q0 = MatMul(x, wq)
+    q1 = Add(q0, bq)
+    q2 = Reshape(q1, hs)
+    q = Transpose <perm = [0,2,1,3]> (q2)
+    k0 = MatMul(x, wk)
+    k1 = Add(k0, bk)
+    k2 = Reshape(k1, hs)
+    v0 = MatMul(x, wv)
+    v1 = Add(v0, bv)
+    v2 = Reshape(v1, hs)
+    v = Transpose <perm = [0,2,1,3]> (v2)
+    kt = Transpose <perm = [0,2,3,1]> (k2)
+    """ + SCORES + """
+    o = MatMul(p, v)
+    ot = Transpose <perm = [0,2,1,3]> (o)
+    y = Reshape(ot, os)"""),
+    "ConvClip": (CONV, "float[1,8,8,8]",
+                 f"c = Conv <pads = [1,1,1,1]> (x, w, b)\n    {RELU6}(c, lo, hi)"),
+    "ConvBNClip": (f"{CONV}, {BN}", "float[1,8,8,8]",
+                   f"c = Conv <pads = [1,1,1,1]> (x, w, b)\n    {BN_NODE}\n    {RELU6}(bn, lo, hi)"),
+    "ConvHardSwish": (CONV, "float[1,8,8,8]",
+                      "c = Conv <pads = [1,1,1,1]> (x, w, b)\n    y = HardSwish(c)"),
+    "ConvBNHardSwish": (f"{CONV}, {BN}", "float[1,8,8,8]", f"c = Conv <pads = [1,1,1,1]> (x, w, b)\n"
+                        f"    {BN_NODE}\n    hs = HardSigmoid <alpha = 0.16666667, beta = 0.5> (bn)\n"
+                        "    y = Mul(bn, hs)"),
+    "ConvAddSiLU": (f"{CONV}, float[8,1,1] bias", "float[1,8,8,8]",
+                    "c = Conv <pads = [1,1,1,1]> (x, w, b)\n    a = Add(c, bias)\n    sg = Sigmoid(a)\n"
+                    "    y = Mul(a, sg)"),
+    "FastGelu": ("float[2,6,32] h", "float[2,6,32]", """half = Constant <value = float {0.5}> ()
+    hh = Mul(h, half)
+    three = Constant <value = float {3.0}> ()
+    cube = Pow(h, three)
+    k = Constant <value = float {0.044715}> ()
+    ck = Mul(cube, k)
+    inner = Add(h, ck)
+    c = Constant <value = float {0.7978845608}> ()
+    sc = Mul(inner, c)
+    t = Tanh(sc)
+    one = Constant <value = float {1.0}> ()
+    a = Add(t, one)
+    y = Mul(hh, a)"""),
+    "SwiGlu": ("float[2,6,32] gt, float[32] up", "float[2,6,32]",
+               "sg = Sigmoid(gt)\n    s = Mul(gt, sg)\n    y = Mul(s, up)"),
+    "SoftmaxV2": ("float[2,6,32] x", "float[2,6,32]", """ax = Constant <value = int64[1] {-1}> ()
+    mx = ReduceMax <keepdims = 1> (x, ax)
+    d = Sub(x, mx)
+    e = Exp(d)
+    sm = ReduceSum <keepdims = 1> (e, ax)
+    y = Div(e, sm)"""),
+    "RmsNorm": ("float[2,6,32] s, float[32] g", "float[2,6,32]", RMS.lstrip("\n").lstrip()),
+    "AddRmsNorm": ("float[2,6,32] p, float[2,6,32] q, float[32] g", "float[2,6,32]",
+                   "s = Add(p, q)" + RMS),
+    "RmsNormQKV": ("float[2,6,32] s, float[32] g, float[32,32] wq, float[32,32] wk, float[32,32] wv",
+                   "float[2,6,32] q, float[2,6,32] k, float[2,6,32]",
+                   RMS.lstrip("\n").lstrip().replace("y = Mul(n, g)", "r = Mul(n, g)")
+                   + "\n    q = MatMul(r, wq)\n    k = MatMul(r, wk)\n    y = MatMul(r, wv)"),
+    "LayerNorm": ("float[2,6,32] s, float[32] g, float[32] be", "float[2,6,32]", LN_DECOMPOSED),
+    "LayerNormAdd": ("float[2,6,32] s, float[32] g, float[32] be, float[32] c2", "float[2,6,32]",
+                     LN_DECOMPOSED.replace("y = Add(m, be)", "l = Add(m, be)") + "\n    y = Add(l, c2)"),
+    "BiasDropoutAdd": ("float[2,6,32] x, float[32] b, float[32] res", "float[2,6,32]",
+                       "a = Add(x, b)\n    d = Dropout(a)\n    y = Add(d, res)"),
+    "PoolFlattenGemm": ("float[1,8,4,4] x, float[8,10] w, float[10] b", "float[1,10]",
+                        "p = GlobalAveragePool(x)\n    f = Flatten(p)\n    y = Gemm(f, w, b)"),
 }  # fmt: skip
+SHAPES = {"MatMulTranspose": {"shape": [2, 6, 4, 8]},
+          "MultiHeadAttention": {"hs": [1, 6, 4, 8], "os": [1, 6, 32]}}
 
 
 def _model(kernel: str, tmp: Path) -> Path:
@@ -145,12 +235,13 @@ before ({inputs}) => ({out} y) {{
     {body}
 }}"""
     model = onnx.parser.parse_model(text)
-    if kernel == "MatMulTranspose":  # the target shape is a constant, as exporters write it
-        shape = onnx.helper.make_tensor("shape", onnx.TensorProto.INT64, [4], [2, 6, 4, 8])
+    shapes = SHAPES.get(kernel, {})  # target shapes are constants, as exporters write them
+    for name, dims in shapes.items():
+        shape = onnx.helper.make_tensor(name, onnx.TensorProto.INT64, [len(dims)], dims)
         model.graph.initializer.append(shape)
-        kept = [i for i in model.graph.input if i.name != "shape"]
-        del model.graph.input[:]
-        model.graph.input.extend(kept)
+    kept = [i for i in model.graph.input if i.name not in shapes]
+    del model.graph.input[:]
+    model.graph.input.extend(kept)
     onnx.checker.check_model(model, full_check=True)
     path = tmp / f"{kernel}.onnx"
     onnx.save(model, str(path))
