@@ -179,14 +179,14 @@ BEFORE = {
     "ConvClip": (CONV, "float[1,8,8,8]",
                  f"c = Conv <pads = [1,1,1,1]> (x, w, b)\n    {RELU6}(c, lo, hi)"),
     "ConvBNClip": (f"{CONV}, {BN}", "float[1,8,8,8]",
-                   f"c = Conv <pads = [1,1,1,1]> (x, w, b)\n    {BN_NODE}\n    {RELU6}(bn, lo, hi)"),
+                   f"c = Conv <pads = [1,1,1,1]> (x, w, b)\n    {BN_NODE}\n    {RELU6}(bn, lo, hi)"),  # noqa: E501
     "ConvHardSwish": (CONV, "float[1,8,8,8]",
                       "c = Conv <pads = [1,1,1,1]> (x, w, b)\n    y = HardSwish(c)"),
-    "ConvBNHardSwish": (f"{CONV}, {BN}", "float[1,8,8,8]", f"c = Conv <pads = [1,1,1,1]> (x, w, b)\n"
-                        f"    {BN_NODE}\n    hs = HardSigmoid <alpha = 0.16666667, beta = 0.5> (bn)\n"
+    "ConvBNHardSwish": (f"{CONV}, {BN}", "float[1,8,8,8]", f"c = Conv <pads = [1,1,1,1]> (x, w, b)\n"  # noqa: E501
+                        f"    {BN_NODE}\n    hs = HardSigmoid <alpha = 0.16666667, beta = 0.5> (bn)\n"  # noqa: E501
                         "    y = Mul(bn, hs)"),
     "ConvAddSiLU": (f"{CONV}, float[8,1,1] bias", "float[1,8,8,8]",
-                    "c = Conv <pads = [1,1,1,1]> (x, w, b)\n    a = Add(c, bias)\n    sg = Sigmoid(a)\n"
+                    "c = Conv <pads = [1,1,1,1]> (x, w, b)\n    a = Add(c, bias)\n    sg = Sigmoid(a)\n"  # noqa: E501
                     "    y = Mul(a, sg)"),
     "FastGelu": ("float[2,6,32] h", "float[2,6,32]", """half = Constant <value = float {0.5}> ()
     hh = Mul(h, half)
@@ -212,20 +212,22 @@ BEFORE = {
     "RmsNorm": ("float[2,6,32] s, float[32] g", "float[2,6,32]", RMS.lstrip("\n").lstrip()),
     "AddRmsNorm": ("float[2,6,32] p, float[2,6,32] q, float[32] g", "float[2,6,32]",
                    "s = Add(p, q)" + RMS),
-    "RmsNormQKV": ("float[2,6,32] s, float[32] g, float[32,32] wq, float[32,32] wk, float[32,32] wv",
+    "RmsNormQKV": ("float[2,6,32] s, float[32] g, float[32,32] wq, float[32,32] wk, float[32,32] wv",  # noqa: E501
                    "float[2,6,32] q, float[2,6,32] k, float[2,6,32]",
                    RMS.lstrip("\n").lstrip().replace("y = Mul(n, g)", "r = Mul(n, g)")
                    + "\n    q = MatMul(r, wq)\n    k = MatMul(r, wk)\n    y = MatMul(r, wv)"),
     "LayerNorm": ("float[2,6,32] s, float[32] g, float[32] be", "float[2,6,32]", LN_DECOMPOSED),
     "LayerNormAdd": ("float[2,6,32] s, float[32] g, float[32] be, float[32] c2", "float[2,6,32]",
-                     LN_DECOMPOSED.replace("y = Add(m, be)", "l = Add(m, be)") + "\n    y = Add(l, c2)"),
+                     LN_DECOMPOSED.replace("y = Add(m, be)", "l = Add(m, be)") + "\n    y = Add(l, c2)"),  # noqa: E501
     "BiasDropoutAdd": ("float[2,6,32] x, float[32] b, float[32] res", "float[2,6,32]",
                        "a = Add(x, b)\n    d = Dropout(a)\n    y = Add(d, res)"),
     "PoolFlattenGemm": ("float[1,8,4,4] x, float[8,10] w, float[10] b", "float[1,10]",
                         "p = GlobalAveragePool(x)\n    f = Flatten(p)\n    y = Gemm(f, w, b)"),
 }  # fmt: skip
-SHAPES = {"MatMulTranspose": {"shape": [2, 6, 4, 8]},
-          "MultiHeadAttention": {"hs": [1, 6, 4, 8], "os": [1, 6, 32]}}
+SHAPES = {
+    "MatMulTranspose": {"shape": [2, 6, 4, 8]},
+    "MultiHeadAttention": {"hs": [1, 6, 4, 8], "os": [1, 6, 32]},
+}
 
 
 def _model(kernel: str, tmp: Path) -> Path:
