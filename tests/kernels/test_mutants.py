@@ -218,3 +218,13 @@ def test_generated_kernel_that_cannot_describe_the_group_is_caught(tmp_path, rel
     bad = _rule(tmp_path, rel, (old, new))
     assert _check(bad)[0] == 0
     _caught_by_fuse(bad, MODELS / model)
+
+
+def test_named_kernel_for_another_structure_is_caught(tmp_path):
+    """The MatMul + bias + residual + LayerNorm rule naming the FFN + LayerNorm kernel:
+    check passes (the attributes fit), no form of FFNAddLayerNorm computes its groups."""
+    rel, model = "transformer/matmul_add_layernorm.yaml", MODELS / "bert-tiny.ts.onnx"
+    _passes_all_three(_rule(tmp_path, rel), model)
+    bad = _rule(tmp_path, rel, ("target_op: MatMulAddLayerNorm", "target_op: FFNAddLayerNorm"))
+    assert _check(bad)[0] == 0
+    _caught_by_fuse(bad, model)
