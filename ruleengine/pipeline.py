@@ -26,6 +26,7 @@ from ruleengine.graph.model import Graph
 from ruleengine.match.model import Candidate, MatchResult
 from ruleengine.resolve.model import Resolution
 from ruleengine.rules.model import RuleSet
+from ruleengine.runtime import release_memory
 
 if TYPE_CHECKING:
     import onnx
@@ -206,6 +207,7 @@ def analyze(
     lap("graph")
     _note(progress, f"matching {len(rule_set.rules)} rules on {len(graph.nodes)} nodes")
     match = find_candidates_parallel(graph, rule_set, default_jobs() if jobs is None else jobs)
+    release_memory()  # the matcher's working set is freed: its pages go back
     lap("match")
     _note(progress, f"costing {len(match.candidates)} candidates on {tgt.name}")
     scored = score_candidates(graph, match, rule_set, tgt)
@@ -375,6 +377,10 @@ def fuse(
         )
     timings.append(("check", time.perf_counter() - clock))
     clock = time.perf_counter()
+    # The input model is read no more (``build`` only served verification): its memory
+    # goes back before the plan and the output files are rendered.
+    proto = None
+    release_memory()
     groups = mark_verified(groups, result_verification)
     called = fused_nodes(fused)
     groups = tuple(

@@ -34,9 +34,12 @@ def serialize_model(
     """
     from ruleengine.rewrite.weights import externalize_inline, rewrite_locations
 
+    moved = {p.location: p.new_location for p in placements if p.location != p.new_location}
+    if not moved and model.ByteSize() < INLINE_LIMIT_BYTES:  # as it is: no copy needed
+        return {name: model.SerializeToString()}
     copy = onnx.ModelProto()
     copy.CopyFrom(model)
-    rewrite_locations(copy, {p.location: p.new_location for p in placements})
+    rewrite_locations(copy, moved)
     if copy.ByteSize() < INLINE_LIMIT_BYTES:
         return {name: copy.SerializeToString()}
     data_name = f"{name}.data"
