@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
+from operator import attrgetter
 from pathlib import PurePosixPath, PureWindowsPath
 from typing import Any
 
@@ -279,7 +280,7 @@ def build_plan(
         if (c.rule, c.nodes) not in seen:
             seen.add((c.rule, c.nodes))
             rejected.append(_LazyRejection(c.rule, c.nodes, "near_miss", nm.code, nm))
-    rejected.sort(key=lambda r: (r.rule, r.nodes, r.code))
+    rejected.sort(key=attrgetter("rule", "nodes", "code"))  # C key: 10^5 records
 
     # ATC's "match times": every structural match, including near misses.
     matched: dict[str, int] = {}
