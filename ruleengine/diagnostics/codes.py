@@ -309,6 +309,19 @@ _CODES: tuple[CodeInfo, ...] = (
         "        input1:\n          same_as: {op: 5, input: 0}\nrewrite:\n  target_op: A\n",
     ),
     CodeInfo(
+        "AF212",
+        "bad-optional-op",
+        _E,
+        "An op with `repeat.min: 0` (optional) that is op 0, fans out, or does not consume "
+        "the op before it.",
+        "`repeat: {min: 0}` makes an op optional: when it is absent, the next op (and any "
+        "`from_op` naming it) reads what it would have read, i.e. the op before it. That is "
+        "only defined for an op that chains to the op before it: not op 0, not a `fan_out` "
+        "op, not an op whose `input_sources` give a `from_op` or start a new root.",
+        "name: a\nmatch:\n  ops:\n    - type: MatMul\n      repeat: {min: 0, max: 1}\n"
+        "    - type: Relu\nrewrite:\n  target_op: A\n",
+    ),
+    CodeInfo(
         "AF220",
         "reserved-output-path",
         _E,

@@ -44,7 +44,7 @@ _RARITY = (
 # clause is a separate query; with repeated ops of overlapping types every clause answers
 # at every anchor, so cost grows with this product (measured: 3 @elementwise ops each
 # repeat 1..16, 4,096 clauses, took 54 s and 3 GB on a 200-node chain). The bundled
-# library needs at most 336 (norm_epilogue); `check` refuses more (AF330) before any model.
+# library needs at most 768 (attention_heads); `check` refuses more (AF330) before any model.
 MAX_CLAUSES_PER_RULE = 1024
 PAD = "-"  # head padding for clauses with fewer node variables than the head
 
@@ -165,8 +165,13 @@ class Concrete:
 
     @cached_property
     def last_slot(self) -> Mapping[int, int]:
-        """Pattern op -> its last slot (whose output the next op reads)."""
-        return {op: idx[-1] for op, idx in self.slots_by_op.items()}
+        """Pattern op -> its last slot (whose output the next op reads); an absent optional
+        op (repeat.min 0) -> the last slot of the op before it, which it stands for."""
+        out = {op: idx[-1] for op, idx in self.slots_by_op.items()}
+        for op in range(max(out, default=-1) + 1):
+            if op not in out and op - 1 in out:
+                out[op] = out[op - 1]
+        return out
 
     @cached_property
     def slots_by_op(self) -> Mapping[int, tuple[int, ...]]:
@@ -189,8 +194,9 @@ def clause_count(rule: Rule, aliases: Mapping[str, OpAlias]) -> int:
         n = 1
         for op in alt.ops:
             spec = resolve_type(op.type, aliases)
-            lo, hi = max(op.repeat_min, 1), max(op.repeat_max, op.repeat_min, 1)
-            n *= ((1 if spec.types else 0) + len(spec.forms)) * (hi - lo + 1)
+            lo, hi = max(op.repeat_min, 0), max(op.repeat_max, op.repeat_min, 1)
+            kinds = (1 if spec.types else 0) + len(spec.forms)
+            n *= kinds * (hi - max(lo, 1) + 1) + (1 if lo == 0 else 0)  # + absent
         total += n
     return total
 
@@ -230,9 +236,10 @@ def concretize(rule: Rule, aliases: Mapping[str, OpAlias]) -> tuple[Concrete, ..
         for op, spec in zip(alt.ops, specs, strict=True):
             kinds: list = [("single", spec.types)] if spec.types else []
             kinds += [("form", f) for f in spec.forms]
-            lo, hi = max(op.repeat_min, 1), max(op.repeat_max, op.repeat_min, 1)
-            per_len = []
-            for length in range(lo, hi + 1):
+            lo, hi = max(op.repeat_min, 0), max(op.repeat_max, op.repeat_min, 1)
+            # an optional op (repeat.min 0) may be absent: one choice with no slot
+            per_len = [(0, ())] if lo == 0 else []
+            for length in range(max(lo, 1), hi + 1):
                 # a repeated op binds the same kind in every copy (all single nodes, or all
                 # the same composite form): mixing would multiply clauses exponentially
                 for kind in kinds:
@@ -245,6 +252,13 @@ def concretize(rule: Rule, aliases: Mapping[str, OpAlias]) -> tuple[Concrete, ..
             links: list[Link] = []
             copies: dict[int, list[int]] = {}
             for op_idx, (_length, kinds) in enumerate(choice):
+                if not kinds:
+                    # an absent optional op stands for the op before it: the next op and
+                    # any from_op naming it read that op's output (the linter, AF212,
+                    # allows min 0 only on an op chained to the op before it)
+                    if op_idx - 1 in last:
+                        last[op_idx] = last[op_idx - 1]
+                    continue
                 fan_out = alt.ops[op_idx].fan_out
                 for copy, (kind, val) in enumerate(kinds):
                     slot = (
@@ -262,6 +276,8 @@ def concretize(rule: Rule, aliases: Mapping[str, OpAlias]) -> tuple[Concrete, ..
                         last[op_idx] = len(slots)
                     slots.append(slot)
             for op_idx, op in enumerate(alt.ops):
+                if op_idx not in first:  # an absent optional op: no slot, no links
+                    continue
                 # a fan-out op: every copy gets the links of the first (siblings)
                 dsts = copies[op_idx] if op.fan_out else [first[op_idx]]
                 for dst in dsts:

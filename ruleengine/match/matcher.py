@@ -369,6 +369,8 @@ def _check(
     comm = commutative_ops()
 
     for op_idx, op, where, spec, chained in plan:
+        if op_idx not in first:  # an optional op (repeat.min 0) absent from this clause
+            continue
         b = bindings[first[op_idx]]
         # a fan-out op: every copy reads what the first reads, so each is checked
         for i in by_op.get(op_idx, ()) if op.fan_out else (first[op_idx],):

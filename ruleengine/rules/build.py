@@ -202,6 +202,36 @@ class _Checker:
         seen_names: dict[str, int] = {}
         for i, op in enumerate(ops):
             self._safely(lambda i=i, op=op: self.check_op(base, ops, i, op, seen_names))
+            self._safely(lambda i=i, op=op: self.check_optional(base, ops, i, op))
+
+    def check_optional(self, base: tuple, ops: list, i: int, op: dict) -> None:
+        """``repeat.min: 0`` (an optional op) needs an op before it that it consumes: when
+        absent, what reads it reads that op instead (see MatchAlternative)."""
+        rep = op.get("repeat") or {}
+        if rep.get("min", 1) != 0:
+            return
+        p = (*base, i, "repeat")
+        sources = op.get("input_sources")
+        why = None
+        if i == 0:
+            why = "op 0 has no op before it to stand in for it"
+        elif rep.get("fan_out"):
+            why = "a fan_out op's copies are siblings, not a chain that can be empty"
+        elif sources is not None and any("from_op" in (s or {}) for s in sources.values()):
+            why = "its inputs name a from_op, so it does not consume the op before it"
+        elif sources is not None and any(
+            (s or {}).get("from_op") == i - 1
+            for later in ops[i + 1 :]
+            for s in (later.get("input_sources") or {}).values()
+        ):
+            why = f"it starts a new root (a later op takes op {i - 1} by from_op)"
+        if why:
+            self.add(
+                "bad-optional-op",
+                f"{dotted(p)}: min 0 (optional) but {why}",
+                p,
+                "make only an op that chains to the op before it optional, or use a branch",
+            )
 
     def check_op(self, base: tuple, ops: list, i: int, op: dict, seen_names: dict) -> None:
         p = (*base, i)
@@ -391,6 +421,14 @@ class _Checker:
                     ),
                     (*p, "from_op"),
                     f"use an op index from 0 to {shortest - 1}",
+                )
+            elif any(((ops[j].get("repeat") or {}).get("min", 1) == 0) for _, ops in alts):
+                self.add(
+                    "bad-rewrite-input",
+                    f"rewrite.inputs[{k}].from_op: op {j} is optional (repeat.min 0); a "
+                    "group without it would have no tensor for the port",
+                    (*p, "from_op"),
+                    "name an op every match has",
                 )
             elif "input_idx" in entry:
                 for _, ops in alts:

@@ -301,3 +301,74 @@ def test_a_branch_names_its_own_kernel(tmp_path):
     assert (group.target_op, group.kernel.kernel_name) == ("ConvRelu", "conv_relu")
     assert [n.op_type for n in result.fused_model.graph.node] == ["ConvRelu"]
     assert graph(m).node("c").op_type == "Conv"  # the input model is untouched
+
+
+OPTIONAL_BIAS = """
+name: opt
+match:
+  ops:
+    - type: MatMul
+    - type: Add
+      repeat: {min: 0, max: 1}
+      input_sources:
+        input1: {source_type: const}
+    - type: Relu
+      input_sources:
+        input0: {from_op: 1}
+    - type: MatMul
+      input_sources:
+        input1: {source_type: const}
+rewrite: {target_op: Opt}
+"""
+
+
+def _mm_relu_mm(bias: bool):
+    inits = [const("w", np.ones((8, 8))), const("w2", np.ones((8, 8))), const("b", np.ones(8))]
+    nodes = [node("MatMul", ["x", "w"], ["a"])]
+    if bias:
+        nodes.append(node("Add", ["a", "b"], ["ab"]))
+    nodes.append(node("Relu", ["ab" if bias else "a"], ["r"]))
+    nodes.append(node("MatMul", ["r", "w2"], ["y"]))
+    return model(nodes, {"x": [2, 8]}, {"y": [2, 8]}, inits)
+
+
+def test_optional_op_matches_with_and_without_it(tmp_path):
+    (cand,) = match(tmp_path, _mm_relu_mm(True), OPTIONAL_BIAS).candidates
+    assert len(cand.node_set) == 4 and len(cand.bindings[1]) == 1
+    (cand,) = match(tmp_path, _mm_relu_mm(False), OPTIONAL_BIAS).candidates
+    # absent: op 1 binds nothing and the Relu's `from_op: 1` reads op 0's output, which
+    # is what op 1 would have handed on
+    assert len(cand.node_set) == 3 and cand.bindings[1] == ()
+    assert cand.bindings[2] and cand.bindings[3]
+
+
+def test_optional_op_lint(tmp_path):
+    first = """
+name: a
+match:
+  ops:
+    - type: MatMul
+      repeat: {min: 0, max: 1}
+    - type: Relu
+rewrite: {target_op: A}
+"""
+    assert "AF212" in _lint(tmp_path, first)
+    rooted = """
+name: a
+match:
+  ops:
+    - type: MatMul
+    - type: Relu
+    - type: Add
+      repeat: {min: 0, max: 1}
+      input_sources:
+        input0: {from_op: 0}
+rewrite: {target_op: A}
+"""
+    assert "AF212" in _lint(tmp_path, rooted)
+    port = OPTIONAL_BIAS.replace(
+        "rewrite: {target_op: Opt}",
+        "rewrite:\n  target_op: Opt\n  inputs:\n    - {from_op: 1, input_idx: 1}",
+    )
+    assert "AF203" in _lint(tmp_path, port)
+    assert _lint(tmp_path, OPTIONAL_BIAS) == []
