@@ -152,6 +152,8 @@ def suggest(
     note("generating and running the rule tests")
     drafts, failed = _with_tests(drafts, graphs)
     dropped += failed
+    drafts, twins = _distinct(drafts, rules, preset)
+    dropped += twins
     drafts = [_with_kernel(d, graphs) for d in drafts]
     report = _measure_after(baseline, drafts, rules, preset, target, dims, note)
     return Suggestion(tuple(drafts), tuple(dropped), report, target)
@@ -184,6 +186,39 @@ def _with_tests(
         else:
             out.append(chosen)
     return out, failed
+
+
+def _distinct(  # noqa: ANN001
+    drafts: list[DraftRule], rules, preset
+) -> tuple[list[DraftRule], list[tuple[str, str]]]:
+    """Drafts that two clusters made alike once generalized (the set checks of `check`
+    find them as AF302: the same pattern at one priority): the better-ranked one stays,
+    the other is left out (the one kept matches its regions too)."""
+    from ruleengine.rules.lint import lint_paths
+    from ruleengine.rules.presets import preset_paths
+
+    in_use = [*rules, *(preset_paths(preset) if preset else ())]
+    dropped: list[tuple[str, str]] = []
+    while True:
+        with tempfile.TemporaryDirectory(prefix="autofusion-suggest-") as tmp:
+            for d in drafts:
+                (Path(tmp) / f"{d.name}.yaml").write_text(d.text, encoding="utf-8")
+            found = lint_paths([tmp, *in_use], set_checks=True).diagnostics if drafts else ()
+            rank = {str(Path(tmp) / f"{d.name}.yaml"): k for k, d in enumerate(drafts)}
+            clash = None
+            for diag in found:
+                if diag.code != "AF302" or diag.location is None:
+                    continue
+                files = [diag.location.file, *(r.file for r in diag.related)]
+                ours = sorted(rank[f] for f in files if f in rank)
+                if len(ours) >= 2:
+                    clash = (ours[0], ours[-1])
+                    break
+        if clash is None:
+            return drafts, dropped
+        kept, twin = drafts[clash[0]], drafts[clash[1]]
+        dropped.append((twin.name, f"the same pattern as {kept.name} once generalized"))
+        drafts = [d for k, d in enumerate(drafts) if k != clash[1]]
 
 
 def _with_kernel(d: DraftRule, graphs) -> DraftRule:  # noqa: ANN001
