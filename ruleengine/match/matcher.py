@@ -77,16 +77,7 @@ def _find(
     rules = tuple(r for r in rule_set.rules if r.enabled)
     prog = compile_rule_set(rules, aliases, tabled_forms=True)
     t1 = time.perf_counter()
-    facts = build_facts(graph, prog)
-    counts = Counter(pred for pred, _ in facts)
-    heads: set[str] = set()
-    text = program_text(
-        prog, counts, alive=set(counts), defined_out=heads, chains=True, distinct=True
-    )
-    t2 = time.perf_counter()
-    queries = [(h, a) for (h, a, _) in prog.rules.values() if h in heads]
-    timings: dict[str, float] = {}
-    answers = _ask(facts, text, queries, timings) if queries else {}
+    answers, timings, t2, n_facts = datalog_answers(graph, prog)
     t3 = time.perf_counter()
     candidates: dict[tuple, Candidate] = {}
     near: dict[tuple, NearMiss] = {}
@@ -123,7 +114,7 @@ def _find(
             facts_s=t2 - t1,
             datalog_s=t3 - t2,
             check_s=t4 - t3,
-            facts=float(len(facts)),
+            facts=float(n_facts),
         )
         head_rule = {h: name for name, (h, _a, _c) in prog.rules.items()}
         stats["by_rule"] = {  # type: ignore[assignment]
@@ -143,11 +134,31 @@ def _find(
         candidates=tuple(unique.values()),
         near_misses=tuple(unique_near.values()),
         seconds=t4 - t0,
-        facts=len(facts),
+        facts=n_facts,
     )
 
 
 _DERIVED_CALL = re.compile(r"\b([kf])_(\w+)\(")
+
+
+def datalog_answers(
+    graph: Graph, prog: Program, only: set[str] | None = None
+) -> tuple[dict[str, list[tuple]], dict[str, float], float, int]:
+    """The rule heads' answers over ``graph``'s facts (``only``: the memo's window), the
+    Datalog seconds per head, the perf_counter time at which the program text was ready
+    (facts and text before it, Datalog after: the stage timings split there), and the
+    number of facts."""
+    facts = build_facts(graph, prog, only)
+    counts = Counter(pred for pred, _ in facts)
+    heads: set[str] = set()
+    text = program_text(
+        prog, counts, alive=set(counts), defined_out=heads, chains=True, distinct=True
+    )
+    ready = time.perf_counter()
+    queries = [(h, a) for (h, a, _) in prog.rules.values() if h in heads]
+    timings: dict[str, float] = {}
+    answers = _ask(facts, text, queries, timings) if queries else {}
+    return answers, timings, ready, len(facts)
 
 
 def _ask(

@@ -43,8 +43,8 @@ from typing import Any
 import numpy as np
 
 from ruleengine.graph.model import Graph
-from ruleengine.match.compile import PAD, Concrete, Program, compile_rule_set, program_text
-from ruleengine.match.facts import build_facts, match_type
+from ruleengine.match.compile import PAD, Concrete, Program, compile_rule_set
+from ruleengine.match.facts import match_type
 from ruleengine.match.model import Candidate, MatchResult, NearMiss
 from ruleengine.ops.model import OpAlias
 from ruleengine.rules.model import RuleSet
@@ -682,12 +682,12 @@ def _match_window(
     translated onto every member. Returns the result and the rules whose bindings left
     a representative's ball (to be matched the plain way; never seen so far)."""
     from ruleengine.match.matcher import (
-        _ask,
         _build,
         _check,
         _nothing_per_op,
         _op_plan,
         _Reject,
+        datalog_answers,
     )
 
     t0 = time.perf_counter()
@@ -696,18 +696,7 @@ def _match_window(
     if prog is None:
         prog = compile_rule_set(rules, aliases, tabled_forms=True)
     names_in = {nodes[i].name for i in window}
-    facts = build_facts(graph, prog, names_in)
-    counts: dict[str, int] = {}
-    for pred, _ in facts:
-        counts[pred] = counts.get(pred, 0) + 1
-    heads: set[str] = set()
-    text = program_text(
-        prog, counts, alive=set(counts), defined_out=heads, chains=True, distinct=True
-    )
-    t1 = time.perf_counter()
-    queries = [(h, a) for (h, a, _) in prog.rules.values() if h in heads]
-    timings: dict[str, float] = {}
-    answers = _ask(facts, text, queries, timings) if queries else {}
+    answers, timings, t1, n_facts = datalog_answers(graph, prog, names_in)
     t2 = time.perf_counter()
     pos = st.pos
     rep_of = classes.rep
@@ -858,14 +847,14 @@ def _match_window(
             datalog_s=t2 - t1,
             check_s=t3 - t2,
             dedup_s=t4 - t3,
-            facts=float(len(facts)),
+            facts=float(n_facts),
         )
     return (
         MatchResult(
             candidates=final,
             near_misses=tuple(unique_near.values()),
             seconds=t4 - t0,
-            facts=len(facts),
+            facts=n_facts,
             twins=twins,
         ),
         redo,
