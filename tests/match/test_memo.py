@@ -126,8 +126,7 @@ def test_memo_equals_plain_when_one_layer_differs(rule_set, build) -> None:
 )
 def test_memo_equals_plain_on_shared_models(rule_set, name: str, preset: bool) -> None:
     path = MODELS / name
-    if not path.exists():
-        pytest.skip(f"{name} not available")
+    assert path.is_file(), f"{path} is missing: the shared models are required (tests/conftest.py)"
     _same(load_graph(path, {}), load_rule_set([], preset="all") if preset else rule_set)
 
 
