@@ -33,7 +33,7 @@ def meets_bar(m) -> bool:  # noqa: ANN001
 def summary_json(s: Suggestion) -> dict:
     """The summary as JSON data (also written to DIR/suggest-summary.json)."""
     return {
-        "schema_version": 2,
+        "schema_version": 3,
         "target": s.target,
         "rules": [
             {
@@ -59,6 +59,8 @@ def summary_json(s: Suggestion) -> dict:
                 "reach": round(m.reach, 4),
                 "ceiling": round(m.ceiling, 4),
                 "ceiling_exact": m.ceiling_exact,
+                "partition_max": round(m.partition_max, 4),
+                "partition_max_exact": m.partition_max_exact,
                 "bound": round(m.bound, 4),
                 "bar": round(min(BAR, m.ceiling), 4),
                 "meets_bar": meets_bar(m),
@@ -87,14 +89,14 @@ def render_text(s: Suggestion, outdir: Path) -> str:
         lines.append(f"{len(s.dropped)} cluster(s) without a rule (see --min-bytes/--max-rules)")
     head = (
         f"{'model':40} {'fusable':>9} {'before':>7} {'after':>7} {'reach':>7} "
-        f"{'ceiling':>8} {'bound':>7} bar"
+        f"{'ceiling':>8} {'any-sel':>8} {'bound':>7} bar"
     )
     lines += ["", "coverage of fusable intermediate traffic", head, "-" * len(head)]
     for m in s.coverage:
         lines.append(
             f"{m.model:40} {human_bytes(m.fusable_bytes):>9} {m.before:>7.1%} "
             f"{m.after:>7.1%} {m.reach:>7.1%} {m.ceiling:>7.1%}{' ' if m.ceiling_exact else '+'} "
-            f"{m.bound:>7.1%} "
+            f"{m.partition_max:>7.1%}{' ' if m.partition_max_exact else '+'} {m.bound:>7.1%} "
             f"{'met' if meets_bar(m) else 'no'}"
         )
     unknown = [m for m in s.coverage if m.unknown_edges]
@@ -105,10 +107,12 @@ def render_text(s: Suggestion, outdir: Path) -> str:
         )
     lines.append(
         "before: the given rules; after: with the drafted rules added; reach: what the "
-        "selection picks once the drafted groups are offered (simulated); ceiling: the best "
-        "partition into kernels within UB, convexity and the input limit (+: best found, "
-        "not proven); bound: edges whose smallest convex group alone fits; bar: after >= "
-        "min(90%, ceiling)"
+        "selection picks once the drafted groups are offered (simulated); ceiling: the most "
+        "captured by a partition into kernels within UB, convexity and the input limit that "
+        "the selection could pick once rules are added (it saves at least the net bytes the "
+        "given rules save; +: best found, not proven); any-sel: the same for any partition, "
+        "selection ignored; bound: edges whose smallest convex group alone fits; bar: after "
+        ">= min(90%, ceiling)"
     )
     return "\n".join(lines)
 

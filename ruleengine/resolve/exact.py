@@ -33,8 +33,12 @@ def solve_component(
     time_limit_s: float = 30.0,
     seed: int = 0,
     workers: int | None = None,
+    floors: Sequence[tuple[Sequence[int], int]] = (),
+    floor_values: Sequence[int] = (),
 ) -> ComponentSolution:
-    """Maximise the total weight of chosen candidates, no node twice, no cut fully chosen."""
+    """Maximise the total weight of chosen candidates, no node twice, no cut fully chosen;
+    per (skip, floor) of ``floors``, the chosen outside ``skip`` have at least ``floor``
+    total ``floor_values`` (suggest's selectable ceiling)."""
     # Data: which candidates cover each node.
     # (nodes in sorted order: the model, hence the optimum CP-SAT returns among equal
     # ones, must not depend on set iteration order, which varies with string hashing)
@@ -55,6 +59,9 @@ def solve_component(
     # Constraints: lazy cycle cuts; the groups of one contracted cycle are never all chosen.
     for cut in cuts:
         model.add(sum(x[i] for i in cut) <= len(cut) - 1)
+    for skip, floor in floors:
+        out = set(skip)
+        model.add(sum(int(v) * x[i] for i, v in enumerate(floor_values) if i not in out) >= floor)
 
     # Objective: total net HBM bytes saved (integers).
     model.maximize(sum(int(w) * x[i] for i, w in enumerate(weights)))

@@ -93,7 +93,14 @@ def suggest(
             for sc in analysis.scored
             if sc.viable and sc.cost is not None
         ]
-        search = search_regions(graph, groups, analysis.target, edges, rivals=rivals)
+        search = search_regions(
+            graph,
+            groups,
+            analysis.target,
+            edges,
+            rivals=rivals,
+            net_floor=sum(sc.cost.net_bytes for sc in chosen if sc.cost is not None),
+        )
         regions, compact = search.regions, search.compact
         composites = composite_instances(graph) if regions else ()
         seen: set[tuple[str, ...]] = set()
@@ -113,8 +120,12 @@ def suggest(
                 name,
                 coverage.measure(graph, groups, edges),
                 search.selected / fusable if edges.fusable_bytes else 1.0,
-                search.ceiling.captured / fusable if edges.fusable_bytes else 1.0,
-                search.ceiling.exact,
+                (
+                    search.selectable.captured / fusable if edges.fusable_bytes else 1.0,
+                    search.selectable.exact,
+                    search.ceiling.captured / fusable if edges.fusable_bytes else 1.0,
+                    search.ceiling.exact,
+                ),
                 edge_ceiling(graph, edges, analysis.target),
             )
         )
@@ -362,7 +373,7 @@ def _measure_after(  # noqa: ANN001
         for d in drafts:
             (Path(tmp) / f"{d.name}.yaml").write_text(d.text, encoding="utf-8")
         extra = [tmp] if drafts else []
-        for path, name, before, reach, ceiling, exact, bound in baseline:
+        for path, name, before, reach, ceilings, bound in baseline:
             note(f"measuring {name} with the suggested rules")
             analysis = analyze(path, [*rules, *extra], preset=preset, target=target, dims=dims)
             chosen = analysis.resolution.chosen
@@ -374,12 +385,11 @@ def _measure_after(  # noqa: ANN001
                     before.coverage,
                     after.coverage,
                     reach,
-                    ceiling,
-                    exact,
-                    bound,
-                    len(chosen),
-                    sum(1 for sc in chosen if sc.candidate.rule in suggested),
-                    before.unknown_edges,
+                    *ceilings,
+                    bound=bound,
+                    groups_after=len(chosen),
+                    suggested_groups=sum(1 for sc in chosen if sc.candidate.rule in suggested),
+                    unknown_edges=before.unknown_edges,
                 )
             )
     return tuple(out)

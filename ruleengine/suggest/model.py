@@ -68,8 +68,12 @@ class ModelCoverage:
     before: float
     after: float
     reach: float  # what the selection stage picks once the drafted groups are offered
-    ceiling: float  # the best partition into kernels the target accepts, no rule involved
+    # the most captured by a partition into kernels the target accepts that the selection
+    # stage could pick once rules are added (saving at least the net bytes it saves now)
+    ceiling: float
     ceiling_exact: bool  # proven optimal over every convex connected group (no pool cap hit)
+    partition_max: float  # the same without the selection's net bytes: any partition
+    partition_max_exact: bool
     bound: float  # edges whose smallest convex group alone fits (each edge on its own)
     groups_after: int
     suggested_groups: int  # chosen groups of suggested rules

@@ -185,6 +185,8 @@ def kernel_pool(
         return sum(b for i in ids for mask, b in edge_masks.get(i, ()) if bits & mask == mask)
 
     kernels: dict[int, Kernel] = {}
+    judged: set[int] = set()  # sets already scored (deferred sets come round again)
+    overflow: set[int] = set()
 
     def judge(ids: list[int], bits: int) -> Verdict:
         nodes = [names[i] for i in ids]
@@ -222,21 +224,28 @@ def kernel_pool(
     scored_sets = 0
     complete = True
     capped = ""
+    deferred: list[int] = []  # sets at the op cap that could grow further
+    op_cap: int | None = max_ops
     while frontier:
         grow: list[int] = []
         for bits in frontier:
             ids = members(bits)
-            if len(ids) > 1:
+            if len(ids) > 1 and bits not in judged:
                 if scored_sets >= max_sets:
                     complete, capped = False, f"{max_sets} sets"
                     break
+                judged.add(bits)
                 if not too_many_inputs(ids):
                     scored_sets += 1
                     if judge(ids, bits) is Verdict.UB_OVERFLOW:
+                        overflow.add(bits)
                         continue
-            if sum(compute[i] for i in ids) >= max_ops:
+            elif bits in overflow:
+                continue
+            if op_cap is not None and sum(compute[i] for i in ids) >= op_cap:
                 if any(not bits >> u & 1 for i in ids for u in neighbours.get(i, ())):
                     complete, capped = False, f"{max_ops} ops"  # could grow further
+                    deferred.append(bits)
                 continue
             for i in ids:
                 for u in neighbours.get(i, ()):
@@ -255,6 +264,12 @@ def kernel_pool(
         frontier = sorted(grow)
         if scored_sets >= max_sets:
             break
+        if not frontier and deferred and op_cap is not None:
+            # every set within the op cap is scored and the budget is not spent: grow
+            # the sets at the cap further, without it; if that ends within the budget,
+            # the pool is complete after all
+            frontier, deferred, op_cap = sorted(deferred), [], None
+            complete, capped = True, ""
     for group in extra:
         ids = sorted(index[n] for n in group)
         bits = sum(1 << i for i in ids)
@@ -297,13 +312,28 @@ def best_partition(
     complete: bool = True,
     prefer: Iterable[Iterable[str]] = (),
     value: Callable[[Kernel], int] = lambda k: k.captured,
+    net_floor: int | None = None,
+    conditions: Sequence[tuple[Iterable[frozenset[str]], int]] = (),
 ) -> Partition:
     """Disjoint kernels of ``pool`` with the most total ``value`` (default: captured
     fusable bytes), acyclic once contracted; among equal values, the ``prefer`` groups,
-    then more groups."""
+    then more groups. ``net_floor``: only partitions whose kernels save at least that many
+    net bytes in all (the selection stage's objective) count; ``conditions``: (groups,
+    floor) pairs: the chosen kernels other than those groups save at least ``floor`` net
+    bytes in all."""
+    from functools import partial
+
     from ruleengine.cost.traffic import topo_position
     from ruleengine.resolve.exact import solve_component
     from ruleengine.topology import find_cycle
+
+    if net_floor is not None or conditions:
+        at = {k.nodes: i for i, k in enumerate(pool)}
+        floors = [((), net_floor or 0)]
+        floors += [(tuple(at[g] for g in groups), f) for groups, f in conditions]
+        solve_component = partial(  # noqa: N806
+            solve_component, floors=floors, floor_values=[k.net_bytes for k in pool]
+        )
 
     pos = topo_position(graph)
     preferred = {frozenset(g) for g in prefer}

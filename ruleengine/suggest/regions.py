@@ -46,7 +46,8 @@ class RegionSearch:
 
     regions: tuple[Region, ...]  # groups of the drafting partition the rules in use lack
     compact: tuple[Region, ...]  # the same, packing groups of <= COMPACT_OPS compute ops
-    ceiling: Partition  # the most captured fusable bytes: the ceiling
+    ceiling: Partition  # the most captured fusable bytes, selection ignored
+    selectable: Partition  # the same among partitions the selection could prefer (below)
     drafting: Partition  # the partition the regions come from
     selected: int  # captured bytes the selection stage picks, drafted groups added
     pool: Pool
@@ -59,6 +60,7 @@ def search_regions(
     edges: coverage.FusableEdges | None = None,
     *,
     rivals: Sequence[tuple[frozenset[str], int]] = (),
+    net_floor: int | None = None,
     compact_ops: Sequence[int] = COMPACT_OPS,
 ) -> RegionSearch:
     """The regions to draft rules for, and the ceiling.
@@ -70,6 +72,12 @@ def search_regions(
     several drafting partitions are tried (``MIX``: net bytes plus a share of captured
     bytes, and captured bytes alone), the selection among the rivals and each partition's
     groups is simulated, and the partition whose selection captures most is drafted.
+
+    Adding rules only adds candidates, and the selection maximises net bytes, so once
+    rules are added it picks a partition saving at least the net bytes it saves now
+    (``net_floor``: the chosen groups' net bytes; the simulated selection among the rivals
+    alone, if lower). ``selectable`` is the partition with the most captured bytes among
+    those: the ceiling for the rules in use plus any added rule (one more drafting option).
     """
     edges = coverage.fusable_edges(graph) if edges is None else edges
     pos = topo_position(graph)
@@ -86,8 +94,25 @@ def search_regions(
     rival_kernels = [Kernel(nodes, _captured(edges, nodes), 0, net, 0) for nodes, net in rivals]
     offered_already = {k.nodes for k in rival_kernels}  # candidates of the rules in use
 
+    # every viable candidate of the rules in use is a kernel the target accepts too (a
+    # bundled group may be larger than the pool's caps): the partitions may use them
+    # (a node set both in the pool and a candidate: the selection sees both, keeps the
+    # larger net bytes)
+    by_nodes = {k.nodes: k for k in pool.kernels}
+    for r in rival_kernels:
+        k = by_nodes.get(r.nodes)
+        if k is None:
+            by_nodes[r.nodes] = r
+        elif r.net_bytes > k.net_bytes:
+            by_nodes[r.nodes] = Kernel(
+                k.nodes, k.captured, k.bytes_saved, r.net_bytes, k.compute_ops
+            )
+    wider = [by_nodes[k.nodes] for k in pool.kernels]
+    wider += [k for k in rival_kernels if k.nodes not in {w.nodes for w in wider}]
+
     def selected(p: Partition) -> int:
         offered = {k.nodes: k for k in (*rival_kernels, *compact_kernels, *p.kernels)}
+        offered = {nodes: by_nodes.get(nodes, k) for nodes, k in offered.items()}
         picked = best_partition(
             graph,
             sorted(offered.values(), key=lambda k: sorted(k.nodes)),
@@ -95,11 +120,14 @@ def search_regions(
         )
         return picked.captured
 
-    # every viable candidate of the rules in use is a kernel the target accepts too (a
-    # bundled group may be larger than the pool's caps): the partitions may use them
-    known = {k.nodes for k in pool.kernels}
-    wider = [*pool.kernels, *(k for k in rival_kernels if k.nodes not in known)]
     ceiling = best_partition(graph, wider, complete=pool.complete, prefer=chosen)
+    now = best_partition(graph, rival_kernels, value=lambda k: k.net_bytes)
+    floor = sum(k.net_bytes for k in now.kernels)
+    floor = floor if net_floor is None else min(floor, net_floor)
+    as_offered = [by_nodes[r.nodes] for r in rival_kernels]
+    selectable = selectable_partition(graph, wider, as_offered, now, floor, pool.complete)
+    if not selectable.kernels and ceiling.kernels:  # no solution within the time limit
+        selectable = ceiling
     options = [
         best_partition(
             graph,
@@ -110,7 +138,7 @@ def search_regions(
         )
         for m in MIX
     ]
-    options.append(ceiling)
+    options += [ceiling, selectable]
     scores = [selected(p) for p in options]
     best = max(range(len(options)), key=lambda i: (scores[i], -i))
 
@@ -127,10 +155,72 @@ def search_regions(
         regions(options[best]),
         tuple(dict.fromkeys(r for p, cap in compacts for r in regions(p, cap))),
         ceiling,
+        selectable,
         options[best],
         scores[best],
         pool,
     )
+
+
+# Rounds of the selectable ceiling's lazy constraints (below): each one solve.
+SELECTABLE_ROUNDS = 12
+
+
+def selectable_partition(  # noqa: PLR0913
+    graph: Graph,
+    wider: Sequence[Kernel],
+    rivals: Sequence[Kernel],
+    now: Partition,
+    floor: int,
+    complete: bool,
+) -> Partition:
+    """The most captured bytes among the partitions of ``wider`` that the selection stage
+    could pick once rules offering their groups are added to the rules in use.
+
+    The selection maximises net bytes over every candidate: the ``rivals`` (the rules in
+    use) and the added ones. A partition P is picked only if no partition of the rivals
+    and P's own groups saves more net bytes; in particular it saves at least ``floor``
+    (what the rivals alone give). Lazy constraints: solve for the most captured bytes
+    under the floors found so far; simulate the selection among the rivals and P's
+    groups; if it picks Q with more net bytes, Q = R + S (R rivals' groups, S groups of
+    P). Any subset of Q is a partition too, so for any P' the selection has R plus the
+    groups of S that P' holds on offer: P' can be picked only if its groups outside S
+    save at least R's net bytes. Add that floor, solve again. Each floor holds for every
+    partition the selection can pick, so the result bounds the coverage any added rules
+    reach (over a complete pool); once the simulated selection keeps P, P reaches it
+    (``exact`` then also needs a complete pool and optimal solves). Past
+    ``SELECTABLE_ROUNDS`` the last figure is a bound no partition found reaches (status
+    ``BOUND``)."""
+    from dataclasses import replace
+
+    conditions: list[tuple[tuple[frozenset[str], ...], int]] = []
+    prefer = [k.nodes for k in now.kernels]
+    best: Partition | None = None
+    for _ in range(SELECTABLE_ROUNDS):
+        p = best_partition(
+            graph, wider, complete=complete, prefer=prefer, net_floor=floor, conditions=conditions
+        )
+        best = p
+        offered = {k.nodes: k for k in rivals}
+        offered.update({k.nodes: k for k in p.kernels})
+        q = best_partition(
+            graph,
+            sorted(offered.values(), key=lambda k: sorted(k.nodes)),
+            value=lambda k: k.net_bytes,
+        )
+        net_p = sum(k.net_bytes for k in p.kernels)
+        net_q = sum(k.net_bytes for k in q.kernels)
+        if net_q <= net_p:
+            return p
+        mine = {k.nodes for k in p.kernels}
+        kept = tuple(sorted((k.nodes for k in q.kernels if k.nodes in mine), key=sorted))
+        net_r = sum(k.net_bytes for k in q.kernels if k.nodes not in mine)
+        if not kept:
+            floor = max(floor, net_r)
+        else:
+            conditions.append((kept, net_r))
+    assert best is not None
+    return replace(best, status="BOUND")
 
 
 def _captured(edges: coverage.FusableEdges, nodes: frozenset[str]) -> int:

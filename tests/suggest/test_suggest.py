@@ -132,10 +132,11 @@ def test_cli_writes_rules_and_summary(case, tmp_path):
     )
     assert res.exit_code == 0, res.output
     data = json.loads(res.stdout)
-    assert data["schema_version"] == 2
+    assert data["schema_version"] == 3
     cov = data["coverage"][0]
     assert cov["before"] == 0.0 and cov["after"] == 1.0
     assert cov["ceiling"] == 1.0 and cov["ceiling_exact"] and cov["meets_bar"]
+    assert cov["partition_max"] == 1.0 and cov["partition_max_exact"]
     names = {r["file"] for r in data["rules"]}
     assert names == {f"rules/{p.name}" for p in (out / "rules").glob("*.yaml")}
     kernels = {r["kernel"] for r in data["rules"]}
@@ -151,9 +152,37 @@ def test_cli_missing_model_is_a_clear_error(tmp_path):
     assert "model not found" in res.stderr and "Traceback" not in res.output
 
 
+# Real exports with a large gap under the bundled rules (measured 2026-12-01: 58-63%
+# before). The test drafts for the one with the largest gap *now*, so a bundled rule that
+# closes one model's gap (e.g. a new GELU form) moves it to another model, not to a skip.
+GAP_MODELS = (
+    "families/bloom-tiny.ts.onnx",
+    "families/pythia-tiny.ts.onnx",
+    "resnet18-narrow.ts.onnx",
+)
+MIN_GAP = 0.1  # the chosen model's distance to the bar, so the rise below means something
+
+
+def _largest_gap() -> tuple[Path, float]:
+    from ruleengine.pipeline import analyze
+
+    measured = []
+    for rel in GAP_MODELS:
+        a = analyze(SHARED / rel, [], preset="all")
+        cov = coverage.measure(a.graph, [sc.candidate.nodes for sc in a.resolution.chosen])
+        measured.append((cov.coverage, rel))
+    before, rel = min(measured)
+    return SHARED / rel, before
+
+
 def test_real_export_coverage_rises_and_rules_lint_clean(tmp_path):
-    """On a real export the drafted rules raise coverage and lint clean with the library."""
-    model = SHARED / "families" / "bloom-tiny.ts.onnx"
+    """On a real export the drafted rules raise coverage to the bar and lint clean with the
+    library; the export is the one of GAP_MODELS the bundled rules leave most uncovered."""
+    model, measured_before = _largest_gap()
+    assert 0.9 - measured_before >= MIN_GAP, (
+        f"every model of GAP_MODELS is within {MIN_GAP:.0%} of the bar under the bundled "
+        "rules: add one with a larger gap"
+    )
     s = suggest([model])
     again = suggest([model])  # deterministic: same drafts, same tests, same figures
     assert [(d.name, d.text, d.tests) for d in s.rules] == [
@@ -161,7 +190,9 @@ def test_real_export_coverage_rises_and_rules_lint_clean(tmp_path):
     ]
     assert s.coverage == again.coverage
     (m,) = s.coverage
-    assert m.after > m.before + 0.3
+    assert m.before == pytest.approx(measured_before)
+    # at least half the way from before to the bar (the bar itself is asserted below)
+    assert m.after - m.before >= 0.5 * (min(0.9, m.ceiling) - m.before)
     assert m.after == pytest.approx(m.reach, abs=0.02)
     assert m.reach <= m.ceiling + 1e-9
     assert m.after >= min(0.9, m.ceiling) - 0.0005  # issue 16's bar
@@ -394,3 +425,38 @@ def test_best_partition_beats_the_greedy_order(tmp_path):
     found = search_regions(graph, [], load_target("ascend910b"), edges)
     assert found.ceiling.captured == edges.fusable_bytes
     assert [set(r.nodes) for r in found.regions] == [{"b", "a", "c1", "c2", "d"}]
+
+
+CHAIN = """<ir_version: 8, opset_import: ["" : 17]>
+g (float[64,256] x) => (float[64,256] y)
+{
+  [a] t1 = Relu (x)
+  [b] t2 = Tanh (t1)
+  [c] t3 = Relu (t2)
+  [d] t4 = Tanh (t3)
+  [e] y = Relu (t4)
+}
+"""
+
+
+def test_selectable_ceiling_keeps_to_what_the_selection_can_pick(tmp_path):
+    """The selection maximises net bytes, and a rule in use offers {a,b} (net 10, little
+    captured). Partitions the selection could pick once rules are added save >= 10 net
+    bytes and beat every mix of {a,b} with their own groups: {b,c}+{d,e} captures most
+    (7) and saves 12, but {a,b}+{d,e} saves 13, so it is never picked; {a,b}+{c,d}
+    (captures 3) is. The lazy floors find that, and it is below the plain ceiling."""
+    from ruleengine.suggest.partition import Kernel, best_partition
+    from ruleengine.suggest.regions import selectable_partition
+
+    graph = load_graph(save(CHAIN, tmp_path / "c.onnx"))
+
+    def k(nodes: str, net: int, cap: int) -> Kernel:
+        return Kernel(frozenset(nodes), cap, net, net, len(nodes))
+
+    rival = k("ab", 10, 1)
+    pool = [rival, k("bc", 9, 6), k("cd", 2, 2), k("de", 3, 1)]
+    assert best_partition(graph, pool).captured == 7  # {b,c} + {d,e}, selection ignored
+    now = best_partition(graph, [rival], value=lambda x: x.net_bytes)
+    found = selectable_partition(graph, pool, [rival], now, 10, True)
+    assert {x.nodes for x in found.kernels} == {frozenset("ab"), frozenset("cd")}
+    assert found.captured == 3 and found.exact
