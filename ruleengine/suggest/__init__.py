@@ -121,7 +121,11 @@ def suggest(
                 coverage.measure(graph, groups, edges),
                 search.selected / fusable if edges.fusable_bytes else 1.0,
                 (
-                    search.selectable.captured / fusable if edges.fusable_bytes else 1.0,
+                    # (a solve cut short by its time limit finds less than the
+                    # selection's simulated pick, itself a selectable partition)
+                    max(search.selectable.captured, search.selected) / fusable
+                    if edges.fusable_bytes
+                    else 1.0,
                     search.selectable.exact,
                     search.ceiling.captured / fusable if edges.fusable_bytes else 1.0,
                     search.ceiling.exact,

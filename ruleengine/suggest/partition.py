@@ -314,6 +314,7 @@ def best_partition(
     value: Callable[[Kernel], int] = lambda k: k.captured,
     net_floor: int | None = None,
     conditions: Sequence[tuple[Iterable[frozenset[str]], int]] = (),
+    seconds: float = SOLVE_SECONDS,
 ) -> Partition:
     """Disjoint kernels of ``pool`` with the most total ``value`` (default: captured
     fusable bytes), acyclic once contracted; among equal values, the ``prefer`` groups,
@@ -346,7 +347,7 @@ def best_partition(
     chosen: list[int] = []
     for _ in range(MAX_CYCLE_CUTS):
         sol = solve_component(
-            weights, node_sets, cuts, hint=hint, time_limit_s=SOLVE_SECONDS, seed=0, workers=1
+            weights, node_sets, cuts, hint=hint, time_limit_s=seconds, seed=0, workers=1
         )
         status = sol.status
         chosen = sorted(sol.selected)

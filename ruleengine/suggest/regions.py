@@ -164,6 +164,7 @@ def search_regions(
 
 # Rounds of the selectable ceiling's lazy constraints (below): each one solve.
 SELECTABLE_ROUNDS = 12
+SELECTABLE_SECONDS = 10.0  # per solve (past it: the best found, not proven)
 
 
 def selectable_partition(  # noqa: PLR0913
@@ -198,8 +199,15 @@ def selectable_partition(  # noqa: PLR0913
     best: Partition | None = None
     for _ in range(SELECTABLE_ROUNDS):
         p = best_partition(
-            graph, wider, complete=complete, prefer=prefer, net_floor=floor, conditions=conditions
+            graph,
+            wider,
+            complete=complete,
+            prefer=prefer,
+            net_floor=floor,
+            conditions=conditions,
+            seconds=SELECTABLE_SECONDS,
         )
+        prefer = [k.nodes for k in p.kernels]  # the next solve starts from this one
         best = p
         offered = {k.nodes: k for k in rivals}
         offered.update({k.nodes: k for k in p.kernels})
