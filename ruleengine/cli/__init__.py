@@ -14,7 +14,8 @@ for _module in COMMAND_MODULES:
 
 
 def main() -> None:
-    from ruleengine.runtime import install_signal_handlers
+    from ruleengine.runtime import install_signal_handlers, one_shot_process
 
     install_signal_handlers()
+    one_shot_process()
     app()

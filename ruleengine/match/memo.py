@@ -150,101 +150,114 @@ class Structure:
 
 
 def structure(graph: Graph) -> Structure:
+    """Every node's signature (interned to an int) and its neighbours.
+
+    Tensor labels and the op-local part of a node (type, attributes, ...) are interned
+    to ints first, so a node's key is a small tuple of ints and offsets: one pass over
+    the nodes, linear in the graph."""
     from ruleengine.match.matcher import is_const_like
 
     nodes = graph.nodes
     pos = {n.name: i for i, n in enumerate(nodes)}
     tensors = graph.tensors
-    tlabels: dict[str, tuple] = {}
     hubs = frozenset(name for name, t in tensors.items() if len(t.consumers) > HUB)
-
     passthrough = {n.name for n in nodes if n.op_type in ("Identity", "Cast", "CastLike")}
 
-    def tlab(t: str) -> tuple:
-        lab = tlabels.get(t)
-        if lab is None:
-            T = tensors[t]
-            const_like = T.is_constant or (T.producer in passthrough and is_const_like(graph, t))
-            value = T.const_value
-            if value is not None:
-                try:
-                    hash(value)
-                except TypeError:
-                    value = _freeze(value)
-            lab = tlabels[t] = (
-                T.dtype,
-                T.shape,
-                T.is_initializer,
-                T.is_constant,
-                T.is_graph_input,
-                T.is_graph_output,
-                value,
-                T.const_foldable,
-                const_like,
-                T.producer is not None,
-                len(T.consumers),
-            )
-        return lab
+    # tensor -> (label id, producer position or -1, producer port, readers as
+    # ((position, port), ...), hub)
+    labels: dict[tuple, int] = {}
+    tinfo: dict[str, tuple] = {}
+    for name, T in tensors.items():
+        const_like = T.is_constant or (T.producer in passthrough and is_const_like(graph, name))
+        value = T.const_value
+        if value is not None:
+            try:
+                hash(value)
+            except TypeError:
+                value = _freeze(value)
+        lab = (
+            T.dtype,
+            T.shape,
+            T.is_initializer,
+            T.is_constant,
+            T.is_graph_input,
+            T.is_graph_output,
+            value,
+            T.const_foldable,
+            const_like,
+            T.producer is not None,
+            len(T.consumers),
+        )
+        lid = labels.setdefault(lab, len(labels))
+        prod = T.producer
+        tinfo[name] = (
+            lid,
+            -1 if prod is None else pos[prod],
+            T.producer_port,
+            tuple([(pos[c], cp) for c, cp in T.consumers]),
+            name in hubs,
+        )
 
+    locals_: dict[tuple, int] = {}
     intern: dict[tuple, int] = {}
     sig = np.empty(len(nodes), dtype=np.int64)
     nbrs: list[tuple[int, ...]] = []
+    missing = ("?",)
+    get = tinfo.get
     for i, node in enumerate(nodes):
-        near: list[int] = []
+        near: set[int] = set()
         ins: list[Any] = []
         for t in node.inputs:
             if not t:
                 ins.append(None)
                 continue
-            T = tensors.get(t)
-            if T is None:
-                ins.append(("?",))
+            info = get(t)
+            if info is None:
+                ins.append(missing)
                 continue
-            if t in hubs:
-                if T.producer is not None:
-                    ins.append(("a", pos[T.producer], T.producer_port, tlab(t)))
-                else:
-                    ins.append(("A", t, tlab(t)))
+            lid, j, port, readers, hub = info
+            if hub:
+                ins.append(("a", j, port, lid) if j >= 0 else ("A", t, lid))
                 continue
-            readers = tuple((pos[c] - i, cp) for c, cp in T.consumers)
-            near.extend(i + o for o, _ in readers if o)
-            if T.producer is not None:
-                j = pos[T.producer]
-                near.append(j)
-                ins.append(("r", j - i, T.producer_port, tlab(t)))
+            near.update([p for p, _ in readers])
+            if j >= 0:
+                near.add(j)
+                ins.append((j - i, port, lid))
             else:
-                ins.append(("f", readers, tlab(t)))
+                ins.append(("f", tuple([(p - i, cp) for p, cp in readers]), lid))
         outs: list[Any] = []
         for t in node.outputs:
             if not t:
                 outs.append(None)
                 continue
-            T = tensors.get(t)
-            if T is None:
-                outs.append(("?",))
-            elif t in hubs:
-                outs.append(("h", i, tlab(t)))  # a hub's producer is one of a kind
+            info = get(t)
+            if info is None:
+                outs.append(missing)
+                continue
+            lid, _j, _port, readers, hub = info
+            if hub:
+                outs.append(("h", i, lid))  # a hub's producer is one of a kind
             else:
-                readers = tuple((pos[c] - i, cp) for c, cp in T.consumers)
-                near.extend(i + o for o, _ in readers)
-                outs.append((readers, tlab(t)))
+                near.update([p for p, _ in readers])
+                outs.append((tuple([(p - i, cp) for p, cp in readers]), lid))
         attrs = tuple(node.attributes.items())
         try:
-            hash(attrs)
+            local = (
+                match_type(node),
+                node.op_type,
+                node.domain,
+                node.opaque,
+                node.compile_time,
+                attrs,
+            )
+            lk = locals_.setdefault(local, len(locals_))
         except TypeError:
-            attrs = _freeze(node.attributes)
-        key = (
-            match_type(node),
-            node.op_type,
-            node.domain,
-            node.opaque,
-            node.compile_time,
-            attrs,
-            tuple(ins),
-            tuple(outs),
-        )
+            local = local[:5] + (_freeze(node.attributes),)
+            lk = locals_.setdefault(local, len(locals_))
+        key = (lk, tuple(ins), tuple(outs))
         sig[i] = intern.setdefault(key, len(intern))
-        nbrs.append(tuple(sorted(set(near) - {i})))
+        near.discard(i)
+        nbrs.append(tuple(sorted(near)))
     return Structure(sig, nbrs, hubs, pos)
 
 
@@ -347,10 +360,9 @@ class _MappedNearMiss(NearMiss):
     (it names nodes and tensors) is computed on first read by checking the binding."""
 
     def __init__(self, candidate: Candidate, code: str, redo: tuple) -> None:
-        put = object.__setattr__
-        put(self, "candidate", candidate)
-        put(self, "code", code)
-        self.__dict__["_redo"] = redo
+        # ``redo``: (graph, rule, clause, names or (outcome, member, labels), aliases,
+        # plan): the row's node names, or where to read them (spelled on first read)
+        self.__dict__.update(candidate=candidate, code=code, _redo=redo)
 
     def __reduce__(self) -> tuple:
         # sent to another process (parallel matching) as a plain near miss
@@ -367,6 +379,9 @@ class _MappedNearMiss(NearMiss):
 def _recheck(graph, rule, conc, names, aliases, plan) -> str:
     from ruleengine.match.matcher import _build, _check, _nothing_per_op, _Reject
 
+    if len(names) == 3 and isinstance(names[0], _Outcome):
+        o, v, labels = names
+        names = [labels[v + k] for k in o.offs]
     lean = conc.single_nodes and _nothing_per_op(plan)
     cand, bindings = _build(graph, rule, conc, list(names), lean=lean)
     try:
@@ -406,14 +421,26 @@ def _sibling_order(label: np.ndarray, vs: np.ndarray, o: _Outcome, groups: tuple
     return ok.tolist()
 
 
-def _candidate(graph: Graph, names: Sequence[str], key: tuple, entry: tuple) -> Candidate:
-    """The candidate of a winning row: its own, or the representative's translated."""
-    o, v = entry[0], entry[1]
-    if o is None:
-        return entry[3]
-    if v == o.anchor:
-        return o.candidate
-    return _Translated(graph, names, key, o, v)
+def _undercut(outs: list[_Outcome], sibs: Mapping[str, tuple]) -> list[_Outcome]:
+    """``outs`` without the outcomes that lose, at the representative and at every
+    member alike, to another outcome of the same representative: two outcomes with the
+    same offsets in key order, alternative and kind (candidate or near miss) give the
+    same key at every member, and the row that comes first wins there; when their
+    clauses (combos) differ, the combo decides, whatever the names. Outcomes with
+    fan-out siblings (rows re-ordered per member) are all kept."""
+    groups: dict[tuple, list[_Outcome]] = {}
+    for o in outs:
+        groups.setdefault((o.flat, o.alternative, o.code is None), []).append(o)
+    if len(groups) == len(outs):
+        return outs
+    keep: set[int] = set()
+    for group in groups.values():
+        combos = [o.combo for o in group]
+        if len(group) == 1 or len(set(combos)) < len(combos) or any(sibs[c] for c in combos):
+            keep.update(id(o) for o in group)
+        else:
+            keep.add(id(min(group, key=lambda o: o.combo)))
+    return [o for o in outs if id(o) in keep]
 
 
 class _Translated(Candidate):
@@ -429,6 +456,30 @@ class _Translated(Candidate):
         d["nodes"] = key[1]
         d["_from"] = (graph, names, o, v)
         d["_origin"] = (o, v)
+
+    @classmethod
+    def make(
+        cls,
+        graph: Graph,
+        names: Sequence[str],
+        key: tuple,
+        o: _Outcome,
+        v: int,
+        node_set: frozenset[str],
+    ) -> _Translated:
+        """``_Translated(graph, names, key, o, v)`` with its node set known, made without
+        the frozen dataclass's ``__setattr__`` (one per translated record)."""
+        obj = object.__new__(cls)
+        obj.__dict__.update(
+            rule=key[0],
+            alternative=key[2],
+            key=key,
+            nodes=key[1],
+            node_set=node_set,
+            _from=(graph, names, o, v),
+            _origin=(o, v),
+        )
+        return obj
 
     def _spell(self) -> tuple:
         d = self.__dict__
@@ -601,24 +652,28 @@ def find_memo(
     )
 
 
-def _twins(st: Structure, final: Sequence[Candidate]) -> dict[int, tuple[int, int]]:
+def _twins(
+    st: Structure, origins: Sequence[tuple[int, _Outcome, int]], own: Mapping[int, int]
+) -> dict[int, tuple[int, int]]:
     """Candidate index -> (index of the representative's candidate it translates, offset),
     for members whose signatures agree over the whole index span of the representative's
-    candidates (costing reads paths inside a group's span: convexity)."""
-    index = {id(c): i for i, c in enumerate(final)}
+    candidates (costing reads paths inside a group's span: convexity). ``origins``: the
+    translated candidates (index, outcome, member); ``own``: id of a representative's
+    own candidate -> its index."""
     spans: dict[int, tuple[int, int]] = {}
     by_rep: dict[int, set[int]] = {}
-    origins: list[tuple[int, _Outcome, int]] = []
-    for i, cand in enumerate(final):
-        origin = cand.__dict__.get("_origin") if isinstance(cand, _Translated) else None
-        if origin is None:
-            continue
-        o, v = origin
-        origins.append((i, o, v))
+    seen: set[int] = set()
+    for _i, o, v in origins:
         r = o.anchor
-        lo, hi = spans.get(r, (0, 0))
-        spans[r] = (min(lo, *o.offs), max(hi, *o.offs))
-        by_rep.setdefault(r, set()).add(v)
+        if id(o) not in seen:
+            seen.add(id(o))
+            lo, hi = spans.get(r, (0, 0))
+            spans[r] = (min(lo, *o.offs), max(hi, *o.offs))
+        members = by_rep.get(r)
+        if members is None:
+            by_rep[r] = {v}
+        else:
+            members.add(v)
     sig = st.sig
     n = len(sig)
     alike: dict[int, set[int]] = {}
@@ -636,7 +691,7 @@ def _twins(st: Structure, final: Sequence[Candidate]) -> dict[int, tuple[int, in
         alike[r] = set(members[good].tolist())
     out: dict[int, tuple[int, int]] = {}
     for i, o, v in origins:
-        j = index.get(id(o.candidate))
+        j = own.get(id(o.candidate))
         if j is not None and v in alike.get(o.anchor, ()):
             out[i] = (j, v - o.anchor)
     return out
@@ -778,68 +833,102 @@ def _match_window(
             # the representative and its members, all bindings of one outcome at once
             vs = np.fromiter((r, *members.get(r, ())), dtype=np.int64)
             at = vs.tolist()
-            for o in outs:
+            for o in _undercut(outs, sibs) if len(at) > 1 else outs:
                 groups = sibs[o.combo]
                 keys = label_arr[vs[:, None] + np.asarray(o.flat, dtype=np.int64)].tolist()
                 best = best_c if o.code is None else best_n
                 alt = o.alternative
-                order = _sibling_order(label_arr, vs, o, groups) if groups else None
-                for t, v in enumerate(at):
-                    if order is not None and t and not order[t]:
-                        # fan-out siblings are bound in name order (``<`` in Datalog):
-                        # here the names sort the other way, so this is another row,
-                        # checked directly
-                        row = _reorder((o.combo, *(label[v + k] for k in o.offs)), groups)
-                        conc = combos[o.combo]
-                        plan = plans[conc.alternative]
-                        lean = conc.single_nodes and _nothing_per_op(plan)
-                        try:
-                            cand, bindings = _build(graph, rule, conc, list(row[1:]), lean=lean)
-                        except _Reject:
+                if groups:
+                    order = _sibling_order(label_arr, vs, o, groups)
+                    for t, v in enumerate(at):
+                        if t and not order[t]:
+                            # fan-out siblings are bound in name order (``<`` in Datalog):
+                            # here the names sort the other way, so this is another row,
+                            # checked directly
+                            row = _reorder((o.combo, *(label[v + k] for k in o.offs)), groups)
+                            conc = combos[o.combo]
+                            plan = plans[conc.alternative]
+                            lean = conc.single_nodes and _nothing_per_op(plan)
+                            try:
+                                cand, bindings = _build(graph, rule, conc, list(row[1:]), lean=lean)
+                            except _Reject:
+                                continue
+                            try:
+                                _check(graph, rule, conc, cand, bindings, aliases, plan)
+                            except _Reject as rej:
+                                offer(best_n, cand.key, (None, v, row, cand, rej.code, rej.reason))
+                                continue
+                            offer(best_c, cand.key, (None, v, row, cand, None, None))
                             continue
-                        try:
-                            _check(graph, rule, conc, cand, bindings, aliases, plan)
-                        except _Reject as rej:
-                            offer(best_n, cand.key, (None, v, row, cand, rej.code, rej.reason))
-                            continue
-                        offer(best_c, cand.key, (None, v, row, cand, None, None))
-                        continue
-                    key = (name, tuple(keys[t]), alt)
-                    prev = best.get(key)
-                    if prev is None:
-                        best[key] = (o, v)
-                    elif row_of((o, v)) < row_of(prev):
-                        best[key] = (o, v)
+                        offer(best, (name, tuple(keys[t]), alt), (o, v))
+                    continue
+                setdefault = best.setdefault
+                for v, k in zip(at, keys, strict=True):
+                    entry = (o, v)
+                    key = (name, tuple(k), alt)
+                    prev = setdefault(key, entry)
+                    if prev is not entry and row_of(entry) < row_of(prev):
+                        best[key] = entry
         for key, entry in best_c.items():
-            candidates[key] = _candidate(graph, label, key, entry)
+            candidates[key] = entry
         for key, entry in best_n.items():
-            if key in best_c:
-                continue
-            o, v = entry[0], entry[1]
-            if o is None:
-                near[key] = NearMiss(entry[3], entry[4], entry[5])
-            elif v == o.anchor:
-                near[key] = NearMiss(o.candidate, o.code, o.reason or "")
-            else:
-                conc = combos[o.combo]
-                near[key] = _MappedNearMiss(
-                    _candidate(graph, label, key, entry),
-                    o.code,
-                    (graph, rule, conc, row_of(entry)[1:], aliases, plans[conc.alternative]),
-                )
+            if key not in best_c:
+                near[key] = (entry, rule, combos, plans)
     t3 = time.perf_counter()
-    # same de-duplication as the plain matcher
-    unique: dict[tuple, Candidate] = {}
+    # same de-duplication as the plain matcher: per rule and node set the first key;
+    # records are made for the winners only
+    unique: dict[tuple, tuple] = {}
     for key in sorted(candidates):
-        cand = candidates[key]
-        unique.setdefault((cand.rule, cand.node_set), cand)
-    unique_near: dict[tuple, NearMiss] = {}
+        unique.setdefault((key[0], frozenset(key[1])), key)
+    final_l: list[Candidate] = []
+    origins: list[tuple[int, _Outcome, int]] = []
+    own: dict[int, int] = {}  # id of a representative's own candidate -> its index
+    for (_rule, node_set), key in unique.items():
+        entry = candidates[key]
+        o, v = entry[0], entry[1]
+        if o is None:
+            cand = entry[3]
+        elif v == o.anchor:
+            cand = o.candidate
+            own[id(cand)] = len(final_l)
+        else:
+            cand = _Translated.make(graph, label, key, o, v, node_set)
+            origins.append((len(final_l), o, v))
+        final_l.append(cand)
+    final = tuple(final_l)
+    unique_near: dict[tuple, tuple] = {}
     for key in sorted(near):
-        miss = near[key]
-        if (miss.candidate.rule, miss.candidate.node_set) not in unique:
-            unique_near.setdefault((miss.candidate.rule, miss.candidate.node_set, miss.code), miss)
-    final = tuple(unique.values())
-    twins = _twins(st, final)
+        node_set = frozenset(key[1])
+        if (key[0], node_set) in unique:
+            continue
+        entry = near[key][0]
+        code = entry[4] if entry[0] is None else entry[0].code
+        unique_near.setdefault((key[0], node_set, code), key)
+    near_l: list[NearMiss] = []
+    for (_rule, node_set, _code), key in unique_near.items():
+        entry, rule, combos, plans = near[key]
+        o, v = entry[0], entry[1]
+        if o is None:
+            near_l.append(NearMiss(entry[3], entry[4], entry[5]))
+        elif v == o.anchor:
+            near_l.append(NearMiss(o.candidate, o.code, o.reason or ""))
+        else:
+            conc = combos[o.combo]
+            near_l.append(
+                _MappedNearMiss(
+                    _Translated.make(graph, label, key, o, v, node_set),
+                    o.code,
+                    (
+                        graph,
+                        rule,
+                        conc,
+                        (o, v, label),
+                        aliases,
+                        plans[conc.alternative],
+                    ),
+                )
+            )
+    twins = _twins(st, origins, own)
     t4 = time.perf_counter()
     if stats is not None:
         stats.update(
@@ -852,7 +941,7 @@ def _match_window(
     return (
         MatchResult(
             candidates=final,
-            near_misses=tuple(unique_near.values()),
+            near_misses=tuple(near_l),
             seconds=t4 - t0,
             facts=n_facts,
             twins=twins,

@@ -11,6 +11,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from ruleengine.errors import GraphLoadError
 from ruleengine.graph import graph_from_model, load_graph
+from ruleengine.graph.model import Tensor
 
 MODELS = Path(__file__).resolve().parents[2] / ".." / "shared" / "models"
 F = TensorProto.FLOAT
@@ -218,3 +219,29 @@ def test_loader_records_equal_their_constructor_and_stay_frozen(tmp_path: Path) 
     onnx.save(m, str(tmp_path / "m.onnx"))
     h = load_graph(tmp_path / "m.onnx")
     assert h.nodes == g.nodes and dict(h.tensors) == dict(g.tensors)
+    with pytest.raises(TypeError):
+        Tensor.built(name="t")  # every field given, or an error: never a half-made record
+
+
+def test_a_one_shot_process_freezes_what_a_paused_block_allocated(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The CLI (one process, one command) moves what loading allocated out of the
+    collector's sight when the pause ends, instead of a collection walking all of it;
+    library callers keep the plain behaviour."""
+    import gc
+
+    from ruleengine import runtime
+
+    assert gc.isenabled()
+    frozen = gc.get_freeze_count()
+    with runtime.paused_gc():
+        kept = [[i] for i in range(1000)]
+    assert gc.get_freeze_count() == frozen  # not one-shot: nothing frozen
+    monkeypatch.setattr(runtime, "_ONE_SHOT", True)
+    try:
+        with runtime.paused_gc():
+            kept += [[i] for i in range(1000)]
+        assert gc.isenabled() and gc.get_freeze_count() >= frozen + 1000
+    finally:
+        gc.unfreeze()
