@@ -43,11 +43,24 @@ def _resolve(graph: Graph, nodes: Sequence[str], produced: set[str], b: Binding)
         outs = node.outputs
         return outs[b.output] if b.output < len(outs) and outs[b.output] else None
     if b.input == "external":
-        return next((t for t in node.inputs if t and t not in produced), None)
+        outside = [t for t in node.inputs if t and t not in produced]
+        if b.operand is not None:
+            outside = [t for t in outside if _is_side(graph, t, node) == (b.operand == "side")]
+        return outside[0] if outside else None
     k = int(b.input)  # type: ignore[arg-type]
     if k < len(node.inputs) and node.inputs[k] and node.inputs[k] not in produced:
         return node.inputs[k]
     return None
+
+
+def _is_side(graph: Graph, tensor: str, node: Any) -> bool | None:
+    """``tensor`` is a side operand of ``node`` (broadcast into its output: a weight, a
+    bias, a mask), not its main operand (the output's own shape); None: shapes unknown."""
+    t = graph.tensors.get(tensor)
+    out = graph.tensors.get(node.outputs[0]) if node.outputs else None
+    if t is None or out is None or t.shape is None or out.shape is None:
+        return None
+    return tuple(t.shape) != tuple(out.shape)
 
 
 def _rule_port(graph: Graph, group: Any, rule: Rule, index: int) -> tuple[bool, str | None]:

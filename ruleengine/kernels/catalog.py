@@ -119,6 +119,7 @@ def _bindings(spec: Any) -> tuple[Binding, ...]:
             b.get("input"),
             b.get("output"),
             bool(b.get("reciprocal", False)),
+            b.get("operand"),
         )
         for b in items
     )

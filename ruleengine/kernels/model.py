@@ -25,6 +25,9 @@ class Binding:
     input: int | str | None = None
     output: int | None = None
     reciprocal: bool = False  # an attribute bound to a constant takes 1 / its value
+    # with input "external": only a side operand (broadcast into the node's output: a
+    # weight, a bias, a mask) or only the main one (of the output's shape)
+    operand: str | None = None
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import onnx
+import onnx.numpy_helper
 import onnx.parser
 import pytest
 
@@ -224,24 +226,260 @@ BEFORE = {
     "PoolFlattenGemm": ("float[1,8,4,4] x, float[8,10] w, float[10] b", "float[1,10]",
                         "p = GlobalAveragePool(x)\n    f = Flatten(p)\n    y = Gemm(f, w, b)"),
 }  # fmt: skip
+ROPE = """z = Constant <value = int64[1] {0}> ()
+    h = Constant <value = int64[1] {4}> ()
+    e = Constant <value = int64[1] {8}> ()
+    ax = Constant <value = int64[1] {3}> ()
+    x1 = Slice(t, z, h, ax)
+    x2 = Slice(t, h, e, ax)
+    n2 = Neg(x2)
+    rot = Concat <axis = -1> (n2, x1)
+    xc = Mul(t, cos)
+    rs = Mul(rot, sin)"""
+# kernel -> (graph inputs, output type, body) for the generated kernels (structural contracts)
+STRUCTURAL_BEFORE = {
+    "ElementwiseChain": (
+        "float[2,6,32] x, float[32] b, float[32] g",
+        "float[2,6,32]",
+        "s = Sub(x, b)\n    m = Mul(s, g)\n    y = Tanh(m)",
+    ),
+    "CubeWithEpilogue": (
+        "float[1,4,8,8] x, float[8,4,3,3] w, float[8,1,1] s",
+        "float[1,8,8,8]",
+        "c = Conv <pads = [1,1,1,1]> (x, w)\n    m = Mul(c, s)\n    y = Tanh(m)",
+    ),
+    "CubeEpilogueReduce": (
+        "float[1,4,8,8] x, float[8,4,3,3] w, float[8] b",
+        "float[1,8,1,1]",
+        "c = Conv <pads = [1,1,1,1]> (x, w, b)\n    r = Relu(c)\n"
+        "    ax = Constant <value = int64[2] {2, 3}> ()\n    y = ReduceMean <keepdims = 1> (r, ax)",
+    ),
+    "CubeEpilogueNorm": (
+        "float[2,6,16] x, float[16,32] w, float[32] b, float[2,6,32] res, "
+        "float[32] g, float[32] be",
+        "float[2,6,32]",
+        "m = MatMul(x, w)\n    a = Add(m, b)\n    s = Add(a, res)\n"
+        "    y = LayerNormalization <axis = -1, epsilon: float = 0.00001> (s, g, be)",
+    ),
+    "NormWithElementwise": (
+        "float[2,6,32] p, float[2,6,32] q, float[32] g, float[32] be",
+        "float[2,6,32]",
+        "s = Add(p, q)\n    l = LayerNormalization <axis = -1, "
+        "epsilon: float = 0.00001> (s, g, be)\n    y = Tanh(l)",
+    ),
+    "NormProjections": (
+        "float[2,6,32] s, float[32] g, float[32] be, float[32,32] wq, float[32,16] wk",
+        "float[2,6,32] q, float[2,6,16]",
+        "n = LayerNormalization <axis = -1, epsilon: float = 0.00001> (s, g, be)\n"
+        "    q = MatMul(n, wq)\n    y = MatMul(n, wk)",
+    ),
+    "CubePairConcat": (
+        "float[1,4,8,8] x, float[4,4,1,1] w1, float[4,1,3,3] w2",
+        "float[1,8,8,8]",
+        "c1 = Conv (x, w1)\n    r1 = Relu(c1)\n    c2 = Conv <pads = [1,1,1,1], group = 4> (r1, w2)\n"  # noqa: E501
+        "    r2 = Relu(c2)\n    y = Concat <axis = 1> (r1, r2)",
+    ),
+    "ProjectionRotary": (
+        "float[1,6,32] x, float[32,32] w, int64[4] hs, float[1,1,6,8] cos, float[1,1,6,8] sin",
+        "float[1,4,6,8]",
+        "m = MatMul(x, w)\n    r = Reshape(m, hs)\n    t = Transpose <perm = [0,2,1,3]> (r)\n"
+        f"    {ROPE}\n    y = Add(xc, rs)",
+    ),
+    "RotaryLayout": (
+        "float[1,6,4,8] x, float[1,1,6,8] cos, float[1,1,6,8] sin",
+        "float[1,4,8,6]",
+        f"t = Transpose <perm = [0,2,1,3]> (x)\n    {ROPE}\n    o = Add(xc, rs)\n"
+        "    y = Transpose <perm = [0,1,3,2]> (o)",
+    ),
+    "ProjectionSplit": (
+        "float[1,6,32] x, float[32,64] w, float[64] b",
+        "float[1,6,32] a, float[1,6,32]",
+        """m = MatMul(x, w)
+    s = Add(m, b)
+    z = Constant <value = int64[1] {0}> ()
+    h = Constant <value = int64[1] {32}> ()
+    e = Constant <value = int64[1] {64}> ()
+    ax = Constant <value = int64[1] {2}> ()
+    a = Slice(s, z, h, ax)
+    y = Slice(s, h, e, ax)""",
+    ),
+    "QkvSplitRotary": (
+        "float[1,6,96] x, float[96,96] w, float[96] b, int64[4] hs, float[1,1,6,8] cos, "
+        "float[1,1,6,8] sin",
+        "float[1,4,6,8] qo, float[1,4,6,8] ko, float[1,4,6,8]",
+        """m = MatMul(x, w)
+    a = Add(m, b)
+    r = Reshape(a, hs)
+    tt = Transpose <perm = [0,2,1,3]> (r)
+    q, k, y = Split <axis = 3, num_outputs = 3> (tt)
+    qz = Constant <value = int64[1] {0}> ()
+    qh = Constant <value = int64[1] {4}> ()
+    qe = Constant <value = int64[1] {8}> ()
+    qax = Constant <value = int64[1] {3}> ()
+    qx1 = Slice(q, qz, qh, qax)
+    qx2 = Slice(q, qh, qe, qax)
+    qn2 = Neg(qx2)
+    qrot = Concat <axis = -1> (qn2, qx1)
+    qxc = Mul(q, cos)
+    qrs = Mul(qrot, sin)
+    qo = Add(qxc, qrs)
+    kz = Constant <value = int64[1] {0}> ()
+    kh = Constant <value = int64[1] {4}> ()
+    ke = Constant <value = int64[1] {8}> ()
+    kax = Constant <value = int64[1] {3}> ()
+    kx1 = Slice(k, kz, kh, kax)
+    kx2 = Slice(k, kh, ke, kax)
+    kn2 = Neg(kx2)
+    krot = Concat <axis = -1> (kn2, kx1)
+    kxc = Mul(k, cos)
+    krs = Mul(krot, sin)
+    ko = Add(kxc, krs)""",
+    ),
+    "MatMulSplitTranspose": (
+        "float[6,32] x, float[32,96] w, float[96] b, int64[3] s3, int64[4] hs",
+        "float[1,4,6,8] q, float[1,4,6,8] k, float[1,4,6,8]",
+        """g = Gemm(x, w, b)
+    r = Reshape(g, s3)
+    a, bb, c = Split <axis = 2, num_outputs = 3> (r)
+    ra = Reshape(a, hs)
+    q = Transpose <perm = [0,2,1,3]> (ra)
+    rb = Reshape(bb, hs)
+    k = Transpose <perm = [0,2,1,3]> (rb)
+    rc = Reshape(c, hs)
+    y = Transpose <perm = [0,2,1,3]> (rc)""",
+    ),
+    "NormFFN": (
+        "float[2,6,32] s, float[32] g, float[32] be, float[32,64] w1, float[64] b1, "
+        "float[64,32] w2, float[32] b2",
+        "float[2,6,32]",
+        """n = LayerNormalization <axis = -1, epsilon: float = 0.00001> (s, g, be)
+    u = MatMul(n, w1)
+    h = Add(u, b1)
+    r = Relu(h)
+    d = MatMul(r, w2)
+    y = Add(d, b2)""",
+    ),
+}
+CONSTS = {  # float inputs written as initializers (weights: rules match const operands)
+    "NormProjections": ["wq", "wk"],
+    "NormFFN": ["w1", "w2"],
+    "CubePairConcat": ["w1", "w2"],
+}
+SHAPES_STRUCTURAL = {
+    "ProjectionRotary": {"hs": [1, 6, 4, 8]},
+    "QkvSplitRotary": {"hs": [1, 6, 4, 24]},
+    "MatMulSplitTranspose": {"s3": [1, 6, 96], "hs": [1, 6, 4, 8]},
+}
+
+
+def _rope(p, x):
+    return f"""{p}z = Constant <value = int64[1] {{0}}> ()
+    {p}h = Constant <value = int64[1] {{4}}> ()
+    {p}e = Constant <value = int64[1] {{8}}> ()
+    {p}ax = Constant <value = int64[1] {{3}}> ()
+    {p}x1 = Slice({x}, {p}z, {p}h, {p}ax)
+    {p}x2 = Slice({x}, {p}h, {p}e, {p}ax)
+    {p}n2 = Neg({p}x2)
+    {p}rot = Concat <axis = -1> ({p}n2, {p}x1)
+    {p}xc = Mul({x}, cos)
+    {p}rs = Mul({p}rot, sin)
+    {p}o = Add({p}xc, {p}rs)"""
+
+
+GQA_KV = """u1 = Unsqueeze(KIN, ax2)
+    e1 = Expand(u1, es)
+    kr = Reshape(e1, ks)
+    u2 = Unsqueeze(VIN, ax2)
+    e2 = Expand(u2, es)
+    vr = Reshape(e2, ks)
+    kt = Transpose <perm = [0,1,3,2]> (kr)"""
+ATT_TAIL = """s = MatMul(QIN, kt)
+    sc = Constant <value = float {0.35355339}> ()
+    ss = Mul(s, sc)
+    m = Add(ss, mask)
+    p = Softmax <axis = -1> (m)
+    o = MatMul(p, vr)
+    ot = Transpose <perm = [0,2,1,3]> (o)"""
+STRUCTURAL_BEFORE["AttentionOutProj"] = (
+    "float[1,4,6,8] q, float[1,2,6,8] k, float[1,6,2,8] v, float[1,1,6,6] mask, float[32,32] wo, "
+    "float[1,6,32] res, int64[1] ax2, int64[5] es, int64[4] ks, int64[3] os",
+    "float[1,6,32]",
+    "vt = Transpose <perm = [0,2,1,3]> (v)\n    "
+    + GQA_KV.replace("KIN", "k").replace("VIN", "vt")
+    + "\n    "
+    + ATT_TAIL.replace("QIN", "q")
+    + """
+    r = Reshape(ot, os)
+    pr = MatMul(r, wo)
+    y = Add(res, pr)""",
+)
+STRUCTURAL_BEFORE["RmsNormRopeAttention"] = (
+    "float[1,6,32] x, float[32] g, float[32,32] wq, float[32,16] wk, float[32,16] wv, "
+    "float[1,1,6,8] cos, float[1,1,6,8] sin, float[1,1,6,6] mask, int64[4] qs, int64[4] kvs, "
+    "int64[1] ax2, int64[5] es, int64[4] ks, int64[3] os",
+    "float[1,6,32]",
+    """two = Constant <value = float {2.0}> ()
+    p2 = Pow(x, two)
+    rax = Constant <value = int64[1] {-1}> ()
+    ms = ReduceMean <keepdims = 1> (p2, rax)
+    eps = Constant <value = float {0.000001}> ()
+    ve = Add(ms, eps)
+    sd = Sqrt(ve)
+    inv = Reciprocal(sd)
+    nx = Mul(x, inv)
+    n = Mul(g, nx)
+    q0 = MatMul(n, wq)
+    q1 = Reshape(q0, qs)
+    qt = Transpose <perm = [0,2,1,3]> (q1)
+    k0 = MatMul(n, wk)
+    k1 = Reshape(k0, kvs)
+    kk = Transpose <perm = [0,2,1,3]> (k1)
+    v0 = MatMul(n, wv)
+    v1 = Reshape(v0, kvs)
+    vt = Transpose <perm = [0,2,1,3]> (v1)
+    """
+    + _rope("q", "qt")
+    + "\n    "
+    + _rope("k", "kk")
+    + "\n    "
+    + GQA_KV.replace("KIN", "ko").replace("VIN", "vt")
+    + "\n    "
+    + ATT_TAIL.replace("QIN", "qo")
+    + "\n    y = Reshape(ot, os)",
+)
+GQA_SHAPES = {"ax2": [2], "es": [1, 2, 2, 6, 8], "ks": [1, 4, 6, 8], "os": [1, 6, -1]}
+SHAPES_STRUCTURAL["AttentionOutProj"] = dict(GQA_SHAPES)
+SHAPES_STRUCTURAL["RmsNormRopeAttention"] = {**GQA_SHAPES, "qs": [1, 6, 4, 8], "kvs": [1, 6, 2, 8]}
+CONSTS["AttentionOutProj"] = ["wo"]
+CONSTS["RmsNormRopeAttention"] = ["g", "wq", "wk", "wv", "cos", "sin"]  # fmt: skip
+
+
 SHAPES = {
     "MatMulTranspose": {"shape": [2, 6, 4, 8]},
     "MultiHeadAttention": {"hs": [1, 6, 4, 8], "os": [1, 6, 32]},
 }
 
 
-def _model(kernel: str, tmp: Path) -> Path:
-    inputs, out, body = BEFORE[kernel]
+def _model(kernel: str, tmp: Path, before: dict | None = None) -> Path:
+    inputs, out, body = (before or {**STRUCTURAL_BEFORE, **BEFORE})[kernel]
     text = f"""<ir_version: 9, opset_import: ["" : 18]>
 before ({inputs}) => ({out} y) {{
     {body}
 }}"""
     model = onnx.parser.parse_model(text)
-    shapes = SHAPES.get(kernel, {})  # target shapes are constants, as exporters write them
+    # target shapes are constants, as exporters write them; weights are initializers
+    shapes = {**SHAPES, **SHAPES_STRUCTURAL}.get(kernel, {})
     for name, dims in shapes.items():
         shape = onnx.helper.make_tensor(name, onnx.TensorProto.INT64, [len(dims)], dims)
         model.graph.initializer.append(shape)
-    kept = [i for i in model.graph.input if i.name not in shapes]
+    consts = CONSTS.get(kernel, [])
+    rng = np.random.default_rng(0)
+    for name in consts:
+        vi = next(i for i in model.graph.input if i.name == name)
+        dims = [d.dim_value for d in vi.type.tensor_type.shape.dim]
+        value = rng.standard_normal(dims).astype(np.float32)
+        model.graph.initializer.append(onnx.numpy_helper.from_array(value, name))
+    kept = [i for i in model.graph.input if i.name not in shapes and i.name not in consts]
     del model.graph.input[:]
     model.graph.input.extend(kept)
     onnx.checker.check_model(model, full_check=True)
@@ -259,8 +497,14 @@ def _rules_for(kernel: str) -> list[str]:
     ]
 
 
-def test_every_kernel_with_semantics_has_a_before_graph():
-    assert {e.name for e in bundled_catalog().entries if e.forms} == set(BEFORE)
+def test_every_kernel_has_a_contract_and_a_before_graph():
+    """No bundled entry is left without something to verify against (reference forms or a
+    structural contract), and each has a Before graph: BEFORE for the kernels with
+    reference semantics, STRUCTURAL_BEFORE for the generated ones."""
+    entries = bundled_catalog().entries
+    assert [e.name for e in entries if not e.forms and e.structure is None] == []
+    assert {e.name for e in entries if e.forms} == set(BEFORE)
+    assert {e.name for e in entries if not e.forms} == set(STRUCTURAL_BEFORE)
 
 
 @pytest.mark.parametrize("kernel", sorted(BEFORE))
@@ -284,3 +528,58 @@ def test_before_expected(kernel, tmp_path):
     assert [n.op_type for n in fn.node] == [n.op_type for n in expected.node]
     assert list(node.input) == [t for t in node.input if t]  # ports, not every group input
     assert {a.name for a in node.attribute} <= {a.name for a in entry.attributes}
+
+
+@pytest.mark.parametrize("kernel", sorted(STRUCTURAL_BEFORE))
+def test_structural_before_expected(kernel, tmp_path):
+    """A generated kernel: the group fits its structural contract, its body is the group's
+    own nodes, and the rewrite verifies whole-model and per group."""
+    path = _model(kernel, tmp_path)
+    for mode in ("whole", "per-group"):
+        result = fuse(path, enable=_rules_for(kernel), verify=True, verify_mode=mode)
+        groups = result.plan.groups
+        assert [g.target_op for g in groups] == [kernel], groups
+        contract = groups[0].contract
+        assert contract.status == "structural", contract.reason
+        assert contract.verified == ("whole model" if mode == "whole" else "per group")
+        assert result.plan.verification.ok
+    node = next(n for n in result.fused_model.graph.node if n.domain == "autofusion")
+    fn = next(f for f in result.fused_model.functions if f.name == kernel)
+    assert sorted(n.op_type for n in fn.node) == sorted(groups[0].op_types)
+    assert node.op_type == kernel
+
+
+RMS_UNWEIGHTED = {
+    "reciprocal": RMS.replace("n = Mul(s, inv)\n    y = Mul(n, g)", "y = Mul(s, inv)"),
+    "one_over": RMS.replace(
+        "inv = Reciprocal(sd)", "one = Constant <value = float {1.0}> ()\n    inv = Div(one, sd)"
+    ).replace("n = Mul(s, inv)\n    y = Mul(n, g)", "y = Mul(s, inv)"),
+    "divide": RMS.replace(
+        "inv = Reciprocal(sd)\n    n = Mul(s, inv)\n    y = Mul(n, g)", "y = Div(s, sd)"
+    ),
+}
+
+
+@pytest.mark.parametrize("form", sorted(RMS_UNWEIGHTED))
+def test_rmsnorm_without_weight(form, tmp_path):
+    """x * (1 / rms) has the op types of x / rms * w: the weight port must not bind x (the
+    last Mul's outside input is the X port itself), so the unweighted form computes it."""
+    before = {"RmsNorm": ("float[2,6,32] s", "float[2,6,32]", RMS_UNWEIGHTED[form].strip())}
+    path = _model("RmsNorm", tmp_path, before)
+    result = fuse(path, enable=_rules_for("RmsNorm"), verify=True, verify_mode="per-group")
+    (group,) = result.plan.groups
+    assert group.contract.status == "bound", group.contract.reason
+    assert group.contract.form == "rmsnorm_unweighted"
+    assert dict(group.contract.ports).keys() == {"X", "Y"}
+    assert group.contract.verified == "per group" and result.plan.verification.ok
+
+
+def test_rmsnorm_divided_then_weighted_binds_the_weight(tmp_path):
+    """x / rms * w (the same op types as x * (1 / rms)) binds the weight."""
+    body = RMS.replace("inv = Reciprocal(sd)\n    n = Mul(s, inv)", "n = Div(s, sd)").strip()
+    before = {"RmsNorm": ("float[2,6,32] s, float[32] g", "float[2,6,32]", body)}
+    path = _model("RmsNorm", tmp_path, before)
+    result = fuse(path, enable=_rules_for("RmsNorm"), verify=True, verify_mode="per-group")
+    (group,) = result.plan.groups
+    assert group.contract.form == "rmsnorm" and dict(group.contract.ports)["scale"] == "g"
+    assert group.contract.verified == "per group" and result.plan.verification.ok

@@ -228,3 +228,61 @@ def test_named_kernel_for_another_structure_is_caught(tmp_path):
     bad = _rule(tmp_path, rel, ("target_op: MatMulAddLayerNorm", "target_op: FFNAddLayerNorm"))
     assert _check(bad)[0] == 0
     _caught_by_fuse(bad, model)
+
+
+SDPA_PORTS = (
+    "  inputs:\n    - {from_op: 0, input_idx: %d, input_port: 0}\n"
+    "    - {from_op: 0, input_idx: %d, input_port: 1}\n  attributes:"
+)
+ATTENTION_RULES = {  # rule file -> a dev model it matches
+    "transformer/sdpa.yaml": "families/pythia-tiny.dynamo.onnx",
+    "transformer/attention_qkv.yaml": "bert-tiny.ts.onnx",
+    "generic/attention_heads.yaml": "families/opt-tiny.dynamo.onnx",
+    "transformer/attention_oproj.yaml": "families/stablelm-tiny.dynamo.onnx",
+    "transformer/rmsnorm_rope_attention.yaml": "llama-tiny.dynamo.onnx",
+}
+# (rule file, edits, caught by): wrong target_op, wrong variant attribute, permuted ports
+ATTENTION_MUTANTS = {
+    "sdpa-as-mha": ("transformer/sdpa.yaml",
+                    [("target_op: FlashAttentionScore", "target_op: MultiHeadAttention")], "fuse"),
+    "sdpa-bsnd": ("transformer/sdpa.yaml", [("input_layout: BNSD", "input_layout: BSND")], "fuse"),
+    "sdpa-q-kt-swapped": ("transformer/sdpa.yaml", [("  attributes:", SDPA_PORTS % (1, 0))],
+                          "fuse"),
+    "mha-as-fas": ("transformer/attention_qkv.yaml",
+                   [("target_op: MultiHeadAttention", "target_op: FlashAttentionScore")], "check"),
+    "mha-bnsd": ("transformer/attention_qkv.yaml", [("input_layout: BSH", "input_layout: BNSD")],
+                 "fuse"),
+    "heads-as-oproj": ("generic/attention_heads.yaml",
+                       [("target_op: FlashAttentionScore", "target_op: AttentionOutProj")], "fuse"),
+    "oproj-as-rra": ("transformer/attention_oproj.yaml",
+                     [("target_op: AttentionOutProj", "target_op: RmsNormRopeAttention")], "fuse"),
+    "rra-as-oproj": ("transformer/rmsnorm_rope_attention.yaml",
+                     [("target_op: RmsNormRopeAttention", "target_op: AttentionOutProj")], "check"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("rel", sorted(ATTENTION_RULES))
+def test_attention_rules_pass_all_three(tmp_path, rel):
+    """The unmutated attention rules pass check --strict, fuse --verify and --safe."""
+    _passes_all_three(_rule(tmp_path, rel), MODELS / ATTENTION_RULES[rel])
+
+
+def test_attention_ports_bound_by_the_rule_pass(tmp_path):
+    """The sdpa rule binding Q and Kt itself (rewrite.inputs), the right way round."""
+    rel = "transformer/sdpa.yaml"
+    good = _rule(tmp_path, rel, ("  attributes:", SDPA_PORTS % (0, 1)))
+    _passes_all_three(good, MODELS / ATTENTION_RULES[rel])
+
+
+@pytest.mark.parametrize("mutant", sorted(ATTENTION_MUTANTS))
+def test_attention_mutant_is_caught(tmp_path, mutant):
+    """Wrong target_op, wrong variant (layout) and permuted ports on the attention rules:
+    each is caught by check --strict, or by fuse --verify and --safe on the model."""
+    rel, edits, caught_by = ATTENTION_MUTANTS[mutant]
+    bad = _rule(tmp_path, rel, *edits)
+    code, out = _check(bad)
+    if caught_by == "check":
+        assert code == 1 and "AF403" in out, out
+        return
+    assert code == 0, out  # valid on paper: only the model shows it
+    _caught_by_fuse(bad, MODELS / ATTENTION_RULES[rel], verify_mode="per-group")
