@@ -123,8 +123,16 @@ def attribute_values(
 def _constant(
     graph: Graph, nodes: Sequence[str], produced: set[str], bindings: Sequence[Binding]
 ) -> Any:
-    """The scalar value of the first constant a binding finds (None: none is constant)."""
+    """The scalar value of the first constant a binding finds (None: none is constant);
+    a ``dim`` binding's static dimension; the product over ``all`` bindings."""
+    if any(b.all for b in bindings):
+        return _product(graph, nodes, produced, bindings)
     for b in bindings:
+        if b.dim is not None:
+            value = _dim(graph, nodes, b)
+            if value is not None:
+                return value
+            continue
         t = _resolve(graph, nodes, produced, b)
         tensor = graph.tensors.get(t) if t else None
         values = tensor.const_value if tensor is not None else None
@@ -134,6 +142,55 @@ def _constant(
                 value = 1.0 / value if value else None
             return value
     return None
+
+
+def _scalar(graph: Graph, tensor: str | None) -> float | None:
+    info = graph.tensors.get(tensor) if tensor else None
+    values = info.const_value if info is not None else None
+    return float(values[0]) if values is not None and len(values) == 1 else None
+
+
+def _product(
+    graph: Graph, nodes: Sequence[str], produced: set[str], bindings: Sequence[Binding]
+) -> float | None:
+    """The product of the scalar constants the nodes of each ``all`` binding read (None:
+    no node reads one)."""
+    value, found = 1.0, False
+    for b in bindings:
+        for name in _nodes_of(graph, nodes, b.op):
+            node = graph.node(name)
+            if b.input == "external":
+                ins = [t for t in node.inputs if t and t not in produced]
+            else:
+                k = int(b.input)  # type: ignore[arg-type]
+                ins = [node.inputs[k]] if k < len(node.inputs) else []
+            c = next((v for t in ins if (v := _scalar(graph, t)) is not None), None)
+            if c is None:
+                continue
+            if b.reciprocal:
+                if not c:
+                    return None
+                c = 1.0 / c
+            value, found = value * c, True
+    return value if found else None
+
+
+def _dim(graph: Graph, nodes: Sequence[str], b: Binding) -> int | None:
+    """A static dimension of the tensor node ``b`` reads (or writes), inside the group too."""
+    found = _nodes_of(graph, nodes, b.op)
+    if not -len(found) <= b.nth < len(found):
+        return None
+    node = graph.node(found[b.nth])
+    names = node.outputs if b.output is not None else node.inputs
+    k = b.output if b.output is not None else b.input
+    if not isinstance(k, int) or k >= len(names) or not names[k]:
+        return None
+    info = graph.tensors.get(names[k])
+    shape = info.shape if info is not None else None
+    if shape is None or not -len(shape) <= b.dim < len(shape):  # type: ignore[operator]
+        return None
+    d = shape[b.dim]  # type: ignore[index]
+    return d if isinstance(d, int) else None
 
 
 def _typed(kind: str, value: Any) -> Any:

@@ -120,6 +120,8 @@ def _bindings(spec: Any) -> tuple[Binding, ...]:
             b.get("output"),
             bool(b.get("reciprocal", False)),
             b.get("operand"),
+            b.get("dim"),
+            bool(b.get("all", False)),
         )
         for b in items
     )

@@ -28,6 +28,13 @@ class Binding:
     # with input "external": only a side operand (broadcast into the node's output: a
     # weight, a bias, a mask) or only the main one (of the output's shape)
     operand: str | None = None
+    # an attribute bound to a static dimension of the tensor found (inside the group too):
+    # the head count is dim 1 of the scores MatMul's Q
+    dim: int | None = None
+    # an attribute bound to the product of the scalar constants every node of type ``op``
+    # reads on ``input`` (nth ignored; nodes without one are skipped): the scale of an
+    # attention that multiplies Q and K by sqrt(scale) each
+    all: bool = False
 
 
 @dataclass(frozen=True)

@@ -377,11 +377,11 @@ def _rope(p, x):
     {p}h = Constant <value = int64[1] {{4}}> ()
     {p}e = Constant <value = int64[1] {{8}}> ()
     {p}ax = Constant <value = int64[1] {{3}}> ()
+    {p}xc = Mul({x}, cos)
     {p}x1 = Slice({x}, {p}z, {p}h, {p}ax)
     {p}x2 = Slice({x}, {p}h, {p}e, {p}ax)
     {p}n2 = Neg({p}x2)
     {p}rot = Concat <axis = -1> ({p}n2, {p}x1)
-    {p}xc = Mul({x}, cos)
     {p}rs = Mul({p}rot, sin)
     {p}o = Add({p}xc, {p}rs)"""
 
@@ -400,7 +400,7 @@ ATT_TAIL = """s = MatMul(QIN, kt)
     p = Softmax <axis = -1> (m)
     o = MatMul(p, vr)
     ot = Transpose <perm = [0,2,1,3]> (o)"""
-STRUCTURAL_BEFORE["AttentionOutProj"] = (
+BEFORE["AttentionOutProj"] = (
     "float[1,4,6,8] q, float[1,2,6,8] k, float[1,6,2,8] v, float[1,1,6,6] mask, float[32,32] wo, "
     "float[1,6,32] res, int64[1] ax2, int64[5] es, int64[4] ks, int64[3] os",
     "float[1,6,32]",
@@ -413,7 +413,7 @@ STRUCTURAL_BEFORE["AttentionOutProj"] = (
     pr = MatMul(r, wo)
     y = Add(res, pr)""",
 )
-STRUCTURAL_BEFORE["RmsNormRopeAttention"] = (
+BEFORE["RmsNormRopeAttention"] = (
     "float[1,6,32] x, float[32] g, float[32,32] wq, float[32,16] wk, float[32,16] wv, "
     "float[1,1,6,8] cos, float[1,1,6,8] sin, float[1,1,6,6] mask, int64[4] qs, int64[4] kvs, "
     "int64[1] ax2, int64[5] es, int64[4] ks, int64[3] os",
@@ -483,7 +483,7 @@ before ({inputs}) => ({out} y) {{
     del model.graph.input[:]
     model.graph.input.extend(kept)
     onnx.checker.check_model(model, full_check=True)
-    path = tmp / f"{kernel}.onnx"
+    path = tmp / f"{kernel.replace('/', '_')}.onnx"
     onnx.save(model, str(path))
     return path
 
@@ -583,3 +583,217 @@ def test_rmsnorm_divided_then_weighted_binds_the_weight(tmp_path):
     (group,) = result.plan.groups
     assert group.contract.form == "rmsnorm" and dict(group.contract.ports)["scale"] == "g"
     assert group.contract.verified == "per group" and result.plan.verification.ok
+
+
+BSND = "float[1,6,4,8] q, float[1,6,4,8] k, float[1,6,4,8] v, float[1,1,6,6] mask"
+SOFTMAX_PV = (
+    "p = Softmax <axis = -1> (m)\n    o = MatMul(PIN, vt)\n    y = Transpose <perm = [0,2,1,3]> (o)"
+)
+# "kernel/form" -> (graph inputs, output type, body): the other forms of the attention
+# kernels, each the structure one exporter writes (named in the form's comment)
+FORM_BEFORE = {
+    "FlashAttentionScore/sdpa_div_mask_fp32": (ATT, "float[1,2,6,8]", """s = MatMul(q, kt)
+    sc = Constant <value = float {2.828427}> ()
+    d = Div(s, sc)
+    m = Add(d, mask)
+    p = Softmax <axis = -1> (m)
+    c = Cast <to = 1> (p)
+    y = MatMul(c, v)"""),
+    "FlashAttentionScore/bsnd_scale_mask_fp32": (
+        BSND, "float[1,6,4,8]",
+        """vt = Transpose <perm = [0,2,1,3]> (v)
+    qt = Transpose <perm = [0,2,1,3]> (q)
+    k0 = Transpose <perm = [0,2,1,3]> (k)
+    qc = Cast <to = 1> (qt)
+    kc = Cast <to = 1> (k0)
+    kt = Transpose <perm = [0,1,3,2]> (kc)
+    s = MatMul(qc, kt)
+    sc = Constant <value = float {0.35355339}> ()
+    ss = Mul(s, sc)
+    m = Add(ss, mask)
+    p = Softmax <axis = -1> (m)
+    pc = Cast <to = 1> (p)
+    o = MatMul(pc, vt)
+    y = Transpose <perm = [0,2,1,3]> (o)"""),
+    "FlashAttentionScore/bsh_qk_bias": (
+        "float[1,6,32] ql, float[32] bq, float[1,6,32] kl, float[32] bk, float[1,6,4,8] v, "
+        "float[1,1,6,6] mask, int64[4] hs", "float[1,6,4,8]", """a = Add(ql, bq)
+    sc = Constant <value = float {0.35355339}> ()
+    qs = Mul(a, sc)
+    r = Reshape(qs, hs)
+    qt = Transpose <perm = [0,2,1,3]> (r)
+    ka = Add(kl, bk)
+    kr = Reshape(ka, hs)
+    vt = Transpose <perm = [0,2,1,3]> (v)
+    kt = Transpose <perm = [0,2,3,1]> (kr)
+    s = MatMul(qt, kt)
+    m = Add(s, mask)
+    """ + SOFTMAX_PV.replace("PIN", "p")),
+    "FlashAttentionScore/bsh_q_bias_k_folded": (
+        "float[1,6,32] ql, float[32] bq, float[4,6,8] k3, float[1,6,4,8] v, float[1,1,6,6] mask, "
+        "int64[4] hs, int64[4] ks", "float[1,6,4,8]", """a = Add(ql, bq)
+    r = Reshape(a, hs)
+    qt = Transpose <perm = [0,2,1,3]> (r)
+    vt = Transpose <perm = [0,2,1,3]> (v)
+    k3t = Transpose <perm = [0,2,1]> (k3)
+    kt = Reshape(k3t, ks)
+    sc = Constant <value = float {0.59460356}> ()
+    qs = Mul(qt, sc)
+    kts = Mul(kt, sc)
+    s = MatMul(qs, kts)
+    m = Add(s, mask)
+    p = Softmax <axis = -1> (m)
+    nan = IsNaN(p)
+    z = Constant <value = float {0.0}> ()
+    pw = Where(nan, z, p)
+    o = MatMul(pw, vt)
+    y = Transpose <perm = [0,2,1,3]> (o)"""),
+    "FlashAttentionScore/bsnd_pse_mask": (
+        f"{BSND}, float[4,1,6] pse, int64[3] s3, int64[4] s4", "float[1,6,4,8]",
+        """tq = Transpose <perm = [0,2,1,3]> (q)
+    tk = Transpose <perm = [0,2,1,3]> (k)
+    vt = Transpose <perm = [0,2,1,3]> (v)
+    rq = Reshape(tq, s3)
+    rk = Reshape(tk, s3)
+    tkt = Transpose <perm = [0,2,1]> (rk)
+    s = MatMul(rq, tkt)
+    sc = Constant <value = float {0.35355339}> ()
+    ms = Mul(s, sc)
+    a = Add(ms, pse)
+    r4 = Reshape(a, s4)
+    m = Add(r4, mask)
+    """ + SOFTMAX_PV.replace("PIN", "p")),
+    "MultiHeadAttention/bsh_packed_qkv": (
+        "float[6,32] x, float[32,96] w, float[1,1,6,6] mask, int64[3] s3, int64[4] hs, "
+        "int64[3] os", "float[1,6,32]", """g = Gemm(x, w)
+    r = Reshape(g, s3)
+    q0, k0, v0 = Split <axis = 2, num_outputs = 3> (r)
+    kr = Reshape(k0, hs)
+    vr = Reshape(v0, hs)
+    vt = Transpose <perm = [0,2,1,3]> (vr)
+    qr = Reshape(q0, hs)
+    qt = Transpose <perm = [0,2,1,3]> (qr)
+    kt = Transpose <perm = [0,2,3,1]> (kr)
+    s = MatMul(qt, kt)
+    sc = Constant <value = float {0.35355339}> ()
+    ss = Mul(s, sc)
+    m = Add(ss, mask)
+    p = Softmax <axis = -1> (m)
+    o = MatMul(p, vt)
+    ot = Transpose <perm = [0,2,1,3]> (o)
+    y = Reshape(ot, os)"""),
+    "FlashAttentionScore/sdpa": (ATT, "float[1,2,6,8]",
+                                 "s = MatMul(q, kt)\n    p = Softmax <axis = -1> (s)\n    y = MatMul(p, v)"),  # noqa: E501
+    "FlashAttentionScore/sdpa_div_mask": (ATT, "float[1,2,6,8]", """s = MatMul(q, kt)
+    sc = Constant <value = float {2.828427}> ()
+    d = Div(s, sc)
+    m = Add(d, mask)
+    p = Softmax <axis = -1> (m)
+    y = MatMul(p, v)"""),
+    "FlashAttentionScore/sdpa_scale_mask_fp32": (ATT, "float[1,2,6,8]", f"""{SCORES}
+    c1 = Cast <to = 1> (p)
+    c2 = Cast <to = 1> (c1)
+    y = MatMul(c2, v)"""),
+    "FlashAttentionScore/bsnd_scale_mask": (
+        BSND, "float[1,6,4,8]",
+        """vt = Transpose <perm = [0,2,1,3]> (v)
+    qt = Transpose <perm = [0,2,1,3]> (q)
+    kt = Transpose <perm = [0,2,3,1]> (k)
+    s = MatMul(qt, kt)
+    sc = Constant <value = float {0.35355339}> ()
+    ss = Mul(s, sc)
+    m = Add(ss, mask)
+    """ + SOFTMAX_PV.replace("PIN", "p")),
+    "AttentionOutProj/k_bsnd_residual": (
+        "float[1,4,6,8] q, float[1,6,4,8] k, float[1,6,4,8] v, float[1,1,6,6] mask, float[32,32] wo, "  # noqa: E501
+        "float[1,6,32] res, int64[3] os", "float[1,6,32]", """vt = Transpose <perm = [0,2,1,3]> (v)
+    kt = Transpose <perm = [0,2,3,1]> (k)
+    s = MatMul(q, kt)
+    sc = Constant <value = float {0.35355339}> ()
+    ss = Mul(s, sc)
+    m = Add(ss, mask)
+    p = Softmax <axis = -1> (m)
+    o = MatMul(p, vt)
+    ot = Transpose <perm = [0,2,1,3]> (o)
+    r = Reshape(ot, os)
+    pr = MatMul(r, wo)
+    y = Add(pr, res)"""),
+}  # fmt: skip
+FORM_BEFORE["AttentionOutProj/k_bsnd"] = (
+    FORM_BEFORE["AttentionOutProj/k_bsnd_residual"][0].replace(", float[1,6,32] res", ""),
+    "float[1,6,32]",
+    FORM_BEFORE["AttentionOutProj/k_bsnd_residual"][2].replace(
+        "pr = MatMul(r, wo)\n    y = Add(pr, res)", "y = MatMul(r, wo)"
+    ),
+)
+FORM_BEFORE["MultiHeadAttention/bsh_packed_qkv/bias"] = (
+    FORM_BEFORE["MultiHeadAttention/bsh_packed_qkv"][0] + ", float[96] b",
+    "float[1,6,32]",
+    FORM_BEFORE["MultiHeadAttention/bsh_packed_qkv"][2].replace("Gemm(x, w)", "Gemm(x, w, b)"),
+)
+SHAPES.update(
+    {
+        "FlashAttentionScore/bsh_qk_bias": {"hs": [1, -1, 4, 8]},
+        "FlashAttentionScore/bsh_q_bias_k_folded": {"hs": [1, 6, -1, 8], "ks": [1, 4, 8, 6]},
+        "FlashAttentionScore/bsnd_pse_mask": {"s3": [4, 6, 8], "s4": [1, 4, 6, -1]},
+        "MultiHeadAttention/bsh_packed_qkv": {
+            "s3": [1, 6, 96],
+            "hs": [1, 6, -1, 8],
+            "os": [1, 6, 32],
+        },  # noqa: E501
+        "MultiHeadAttention/bsh_packed_qkv/bias": {
+            "s3": [1, 6, 96],
+            "hs": [1, 6, -1, 8],
+            "os": [1, 6, 32],
+        },  # noqa: E501
+    }
+)
+SHAPES.update(
+    {
+        "AttentionOutProj/k_bsnd_residual": {"os": [1, 6, -1]},
+        "AttentionOutProj/k_bsnd": {"os": [1, 6, -1]},
+    }
+)  # noqa: E501
+CONSTS.update({"AttentionOutProj/k_bsnd_residual": ["wo"], "AttentionOutProj/k_bsnd": ["wo"]})
+BEFORE_FORM = {  # the form each attention kernel's BEFORE graph binds
+    "FlashAttentionScore": "sdpa_scale_mask",
+    "MultiHeadAttention": "bsh_qkv_bias_scale_mask",
+    "AttentionOutProj": "gqa_k_bnsd_residual",
+    "RmsNormRopeAttention": "gqa_rope_half",
+}
+CONSTS.update(
+    {
+        "MultiHeadAttention/bsh_packed_qkv": ["w"],
+        "MultiHeadAttention/bsh_packed_qkv/bias": ["w", "b"],
+    }
+)  # noqa: E501
+
+
+@pytest.mark.parametrize("case", sorted(FORM_BEFORE))
+def test_attention_form_before_expected(case, tmp_path):
+    """Each further form of the attention kernels on the structure it names: one node
+    calling the kernel with that form as body, verified whole-model and per group."""
+    kernel, form = case.split("/")[:2]
+    path = _model(case, tmp_path, FORM_BEFORE)
+    for mode in ("whole", "per-group"):
+        result = fuse(path, enable=_rules_for(kernel), verify=True, verify_mode=mode)
+        groups = result.plan.groups
+        assert [g.target_op for g in groups] == [kernel], groups
+        contract = groups[0].contract
+        assert (contract.status, contract.form) == ("bound", form), contract.reason
+        assert contract.verified == ("whole model" if mode == "whole" else "per group")
+        assert result.plan.verification.ok
+    fn = next(f for f in result.fused_model.functions if f.name == kernel)
+    expected = onnx.FunctionProto.FromString(
+        next(f for f in bundled_catalog().get(kernel).forms if f.name == form).function
+    )
+    assert [n.op_type for n in fn.node] == [n.op_type for n in expected.node]
+
+
+def test_every_attention_form_has_a_before_graph():
+    named = {f"{k}/{f}" for k, f in BEFORE_FORM.items()}
+    for kernel in ("FlashAttentionScore", "MultiHeadAttention", "AttentionOutProj",
+                   "RmsNormRopeAttention"):  # fmt: skip
+        forms = {f"{kernel}/{f.name}" for f in bundled_catalog().get(kernel).forms}
+        missing = forms - {"/".join(c.split("/")[:2]) for c in FORM_BEFORE} - named
+        assert not missing, missing

@@ -234,6 +234,11 @@ SDPA_PORTS = (
     "  inputs:\n    - {from_op: 0, input_idx: %d, input_port: 0}\n"
     "    - {from_op: 0, input_idx: %d, input_port: 1}\n  attributes:"
 )
+# cos and sin: input 1 of pattern ops 4 (Q * cos) and 9 (rotated Q * sin), ports 5 and 6
+RRA_PORTS = (
+    "  inputs:\n    - {from_op: 4, input_idx: 1, input_port: %d}\n"
+    "    - {from_op: 9, input_idx: 1, input_port: %d}\n  attributes:"
+)
 ATTENTION_RULES = {  # rule file -> a dev model it matches
     "transformer/sdpa.yaml": "families/pythia-tiny.dynamo.onnx",
     "transformer/attention_qkv.yaml": "bert-tiny.ts.onnx",
@@ -256,6 +261,16 @@ ATTENTION_MUTANTS = {
                        [("target_op: FlashAttentionScore", "target_op: AttentionOutProj")], "fuse"),
     "oproj-as-rra": ("transformer/attention_oproj.yaml",
                      [("target_op: AttentionOutProj", "target_op: RmsNormRopeAttention")], "fuse"),
+    "heads-bnsd": ("generic/attention_heads.yaml",
+                   [("  target_op: FlashAttentionScore\n",
+                     "  target_op: FlashAttentionScore\n  attributes:\n    input_layout: BNSD\n")],
+                   "fuse"),
+    "oproj-bnsd": ("transformer/attention_oproj.yaml",
+                   [("input_layout: BSH", "input_layout: BNSD")], "fuse"),
+    "rra-interleaved": ("transformer/rmsnorm_rope_attention.yaml",
+                        [("rotary_mode: half", "rotary_mode: interleaved")], "fuse"),
+    "rra-cos-sin-swapped": ("transformer/rmsnorm_rope_attention.yaml",
+                            [("  attributes:", RRA_PORTS % (6, 5))], "fuse"),
     "rra-as-oproj": ("transformer/rmsnorm_rope_attention.yaml",
                      [("target_op: RmsNormRopeAttention", "target_op: AttentionOutProj")], "check"),
 }  # fmt: skip
@@ -271,6 +286,13 @@ def test_attention_ports_bound_by_the_rule_pass(tmp_path):
     """The sdpa rule binding Q and Kt itself (rewrite.inputs), the right way round."""
     rel = "transformer/sdpa.yaml"
     good = _rule(tmp_path, rel, ("  attributes:", SDPA_PORTS % (0, 1)))
+    _passes_all_three(good, MODELS / ATTENTION_RULES[rel])
+
+
+def test_rotary_ports_bound_by_the_rule_pass(tmp_path):
+    """rmsnorm_rope_attention binding cos and sin itself (rewrite.inputs), the right way."""
+    rel = "transformer/rmsnorm_rope_attention.yaml"
+    good = _rule(tmp_path, rel, ("  attributes:", RRA_PORTS % (5, 6)))
     _passes_all_three(good, MODELS / ATTENTION_RULES[rel])
 
 
