@@ -117,13 +117,12 @@ def traffic(graph: Graph, io: GroupIO) -> Traffic:
     table = size_table(graph)
     kinds = node_kinds(graph)
     flops_of = flops_table(graph)
-    unknown: list[str] = []
+    unknown: dict[str, None] = {}  # in first-seen order
 
     def size(t: str) -> int:
         entry = table.get(t)
         if entry is None or entry[2] is None:
-            if t not in unknown:
-                unknown.append(t)
+            unknown[t] = None
             return 0
         return entry[2]
 

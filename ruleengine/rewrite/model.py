@@ -6,6 +6,7 @@ fused model, the report, the DOT picture and plan.json are all renderings of the
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -142,7 +143,7 @@ class Plan:
     time_saved_s: float
     hbm_bandwidth: float
     groups: tuple[FusedGroup, ...]
-    rejected: tuple[Rejection, ...]
+    rejected: Sequence[Rejection]  # rewrite.plan.RejectedCandidates: sorted, built lazily
     rules: tuple[RuleStats, ...]
     unknown_traffic_tensors: int = 0  # tensors whose size is unknown (not counted)
     unknown_size_min_bytes: int = 0  # their bytes with every unknown dim taken as 1

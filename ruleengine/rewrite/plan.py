@@ -8,14 +8,16 @@ verdict, a stable code and a sentence; per-rule statistics follow ATC's fusion r
 
 from __future__ import annotations
 
+import heapq
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections import Counter
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import replace
-from operator import attrgetter
+from operator import attrgetter, itemgetter
 from pathlib import PurePosixPath, PureWindowsPath
 from typing import Any
 
-from ruleengine.cost.model import ScoredCandidate, Target
+from ruleengine.cost.model import ScoredCandidate, Target, Verdict
 from ruleengine.diagnostics.model import Diagnostic, Location, Severity
 from ruleengine.errors import OutputError
 from ruleengine.graph.model import Graph
@@ -213,14 +215,26 @@ def node_traffic(graph: Graph) -> tuple[int, tuple[str, ...]]:
     """Whole-model unfused HBM traffic: each run-time node reads its inputs and writes its
     outputs.
 
-    Computed by the cost model's traffic function over the set of all nodes but the
-    compile-time ones (a compiler folds them; view ops move no data either). Returns
-    (bytes, the tensors of unknown size, which are not counted).
+    The cost model's unfused count (``cost.traffic.traffic``'s ``bytes_before``) over all
+    nodes but the compile-time ones (a compiler folds them; view ops move no data either),
+    in one pass. Returns (bytes, the tensors of unknown size, which are not counted).
     """
-    from ruleengine.cost.traffic import group_io, traffic
+    from ruleengine.cost.opinfo import VIEW, node_kinds, size_table
 
-    t = traffic(graph, group_io(graph, (n.name for n in graph.nodes if not n.compile_time)))
-    return t.bytes_before, t.unknown
+    table = size_table(graph)
+    kinds = node_kinds(graph)
+    before = 0
+    unknown: dict[str, None] = {}
+    for node in graph.nodes:
+        if node.compile_time or kinds[node.name] & VIEW:
+            continue
+        for t in (*dict.fromkeys(t for t in node.inputs if t), *(t for t in node.outputs if t)):
+            entry = table.get(t)
+            if entry is None or entry[2] is None:
+                unknown[t] = None
+            else:
+                before += entry[2]
+    return before, tuple(unknown)
 
 
 def unknown_min_bytes(graph: Graph, names: Sequence[str]) -> int:
@@ -259,35 +273,12 @@ def build_plan(
     """Assemble the plan record (groups after safe mode, rejections, statistics, totals)."""
     before, unknown = node_traffic(graph)
     saved = sum(g.scored.cost.bytes_saved for g in groups if g.scored.cost is not None)
-    rejected: list[Rejection] = []
-    for sc in scored:
-        if not sc.viable:
-            rejected.append(_rejection(sc, sc.verdict.value, sc.code, None))
-    for sc, why in resolution.lost:
-        rejected.append(_rejection(sc, "lost_conflict", "lost-conflict", why))
-    for g in dropped:
-        rejected.append(
-            _rejection(
-                g.scored,
-                "dropped_by_verification",
-                "verification-failed",
-                f"group {g.id} failed numerical verification; dropped by safe mode",
-            )
-        )
-    seen = {(r.rule, r.nodes) for r in rejected}
-    for nm in match.near_misses:  # unless the cost stage already carried it with a verdict
-        c = nm.candidate
-        if (c.rule, c.nodes) not in seen:
-            seen.add((c.rule, c.nodes))
-            rejected.append(_LazyRejection(c.rule, c.nodes, "near_miss", nm.code, nm))
-    rejected.sort(key=attrgetter("rule", "nodes", "code"))  # C key: 10^5 records
+    rejected = RejectedCandidates(scored, resolution.lost, dropped, match.near_misses)
 
     # ATC's "match times": every structural match, including near misses.
-    matched: dict[str, int] = {}
-    structural = {(c.rule, c.nodes) for c in match.candidates}
-    structural |= {(nm.candidate.rule, nm.candidate.nodes) for nm in match.near_misses}
-    for rule_name, _ in structural:
-        matched[rule_name] = matched.get(rule_name, 0) + 1
+    found = [*match.candidates, *map(attrgetter("candidate"), match.near_misses)]
+    structural = set(map(attrgetter("rule", "nodes"), found))
+    matched = Counter(map(itemgetter(0), structural))
     fused: dict[str, int] = {}
     for g in groups:
         fused[g.rule] = fused.get(g.rule, 0) + 1
@@ -314,7 +305,7 @@ def build_plan(
         time_saved_s=sum(c.time_saved_s for c in costs),
         hbm_bandwidth=target.hbm_bandwidth,
         groups=tuple(groups),
-        rejected=tuple(rejected),
+        rejected=rejected,
         rules=stats,
         unknown_traffic_tensors=len(unknown),
         unknown_size_min_bytes=unknown_min_bytes(graph, unknown),
@@ -325,12 +316,156 @@ def build_plan(
     )
 
 
-def _rejection(sc: ScoredCandidate, verdict: str, code: str, reason: str | None) -> Rejection:
-    """``reason`` None: the record's own, read only when shown (a compact plan lists a
-    few per rule and verdict; a translated candidate's reason is computed on first read)."""
-    if reason is None:
-        return _LazyRejection(sc.candidate.rule, sc.candidate.nodes, verdict, code, sc)
-    return Rejection(sc.candidate.rule, sc.candidate.nodes, verdict, code, reason)
+class RejectedCandidates(Sequence[Rejection]):
+    """Every candidate that did not become a group, in (rule, nodes, code) order: the
+    non-viable scored records, the losers of conflicts, the groups safe mode dropped and
+    the near misses the cost stage did not carry.
+
+    A 2048-layer stack has ~10^6 of them while a compact plan lists ~3 per (rule,
+    verdict): the counts (``by_verdict``) and the few listed (``examples``, ``head``)
+    are computed from the source records without building a record per rejection; the
+    whole sorted sequence (iteration, indexing, ``--plan-detail full``) is built on
+    first use, each reason read only when shown."""
+
+    def __init__(
+        self,
+        scored: Sequence[ScoredCandidate],
+        lost: Sequence[tuple[ScoredCandidate, str]] = (),
+        dropped: Sequence[FusedGroup] = (),
+        near_misses: Sequence[Any] = (),
+    ) -> None:
+        # One entry per rejection, in the order a stable sort ties them, kept as parallel
+        # lists filled by C-level maps (10^5-10^6 entries): the record (with .candidate
+        # and a .reason read when shown), its verdict, its code; fixed reasons by index.
+        src: list[Any] = [sc for sc in scored if sc.verdict is not Verdict.FUSE]
+        verdicts: list[str] = list(map(attrgetter("verdict"), src))  # StrEnum: == value
+        codes: list[str] = list(map(attrgetter("code"), src))
+        reasons: dict[int, str] = {}
+        for sc, why in lost:
+            reasons[len(src)] = why
+            src.append(sc)
+        verdicts += ["lost_conflict"] * len(lost)
+        codes += ["lost-conflict"] * len(lost)
+        for g in dropped:
+            reasons[len(src)] = f"group {g.id} failed numerical verification; dropped by safe mode"
+            src.append(g.scored)
+        verdicts += ["dropped_by_verification"] * len(dropped)
+        codes += ["verification-failed"] * len(dropped)
+        if near_misses:  # unless the cost stage already carried it with a verdict
+            carried = set(map(id, map(attrgetter("candidate"), src)))  # scored from it
+            seen: set[tuple[str, tuple[str, ...]]] | None = None
+            for nm in near_misses:
+                c = nm.candidate
+                if id(c) in carried:
+                    continue
+                if seen is None:
+                    seen = set(
+                        zip(self._rules(src), map(attrgetter("candidate.nodes"), src), strict=True)
+                    )
+                if (c.rule, c.nodes) not in seen:
+                    seen.add((c.rule, c.nodes))
+                    src.append(nm)
+                    verdicts.append("near_miss")
+                    codes.append(nm.code)
+        self._src, self._verdicts, self._codes, self._reasons = src, verdicts, codes, reasons
+        self._all: tuple[Rejection, ...] | None = None
+        self._buckets: dict[tuple[str, str], list[int]] | None = None
+
+    @staticmethod
+    def _rules(src: list[Any]) -> Iterator[str]:
+        return map(attrgetter("candidate.rule"), src)
+
+    def __len__(self) -> int:
+        return len(self._src)
+
+    def __iter__(self) -> Iterator[Rejection]:
+        return iter(self.all())
+
+    def __getitem__(self, index: Any) -> Any:
+        return self.all()[index]
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Sequence) and not isinstance(other, str):
+            return tuple(self) == tuple(other)
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"RejectedCandidates({len(self)} rejected)"
+
+    def all(self) -> tuple[Rejection, ...]:
+        """Every rejection, sorted (built once)."""
+        if self._all is None:
+            out = [self._build(i) for i in range(len(self._src))]
+            out.sort(key=attrgetter("rule", "nodes", "code"))  # stable: ties keep entry order
+            self._all = tuple(out)
+        return self._all
+
+    def by_verdict(self) -> dict[str, int]:
+        """How many rejections per verdict, in verdict order."""
+        counts = Counter(self._verdicts)
+        return {str(v): counts[v] for v in sorted(counts)}
+
+    def examples(self, per_key: int) -> tuple[Rejection, ...]:
+        """The first ``per_key`` of each (rule, verdict) in sorted order: what
+        ``shown_rejections`` lists, without sorting (or building) the others."""
+        if self._all is not None:
+            return _first_per_key(self._all, per_key)
+        keep: list[int] = []
+        for idxs in self._by_key().values():
+            keep += self._smallest(idxs, per_key)
+        return self._sorted(keep)
+
+    def head(self, n: int) -> tuple[Rejection, ...]:
+        """The first ``n`` rejections in sorted order (what a terminal shows)."""
+        if self._all is not None:
+            return self._all[:n]
+        keep: list[int] = []
+        for idxs in self._by_key().values():
+            keep += self._smallest(idxs, n)
+        return self._sorted(keep)[:n]
+
+    def _by_key(self) -> dict[tuple[str, str], list[int]]:
+        if self._buckets is None:
+            buckets: dict[tuple[str, str], list[int]] = {}
+            for i, key in enumerate(zip(self._rules(self._src), self._verdicts, strict=True)):
+                b = buckets.get(key)
+                if b is None:
+                    buckets[key] = [i]
+                else:
+                    b.append(i)
+            self._buckets = buckets
+        return self._buckets
+
+    def _smallest(self, idxs: list[int], n: int) -> list[int]:
+        if len(idxs) <= n:
+            return idxs
+        src, codes = self._src, self._codes
+        return heapq.nsmallest(n, idxs, key=lambda i: (src[i].candidate.nodes, codes[i]))
+
+    def _sorted(self, idxs: list[int]) -> tuple[Rejection, ...]:
+        out = [self._build(i) for i in sorted(idxs)]
+        out.sort(key=attrgetter("rule", "nodes", "code"))
+        return tuple(out)
+
+    def _build(self, i: int) -> Rejection:
+        src, code, reason = self._src[i], self._codes[i], self._reasons.get(i)
+        c, verdict = src.candidate, str(self._verdicts[i])
+        if reason is None:  # the record's own, read only when shown
+            return _LazyRejection(c.rule, c.nodes, verdict, code, src)
+        return Rejection(c.rule, c.nodes, verdict, code, reason)
+
+
+def _first_per_key(rejected: Iterable[Rejection], per_key: int) -> tuple[Rejection, ...]:
+    seen: dict[tuple[str, str], int] = {}
+    out = []
+    for r in rejected:
+        k = (r.rule, r.verdict)
+        seen[k] = seen.get(k, 0) + 1
+        if seen[k] <= per_key:
+            out.append(r)
+    return tuple(out)
 
 
 class _LazyRejection(Rejection):
@@ -464,24 +599,34 @@ def shown_rejections(plan: Plan, detail: str = "compact") -> tuple[Rejection, ..
     the rule set, not by the graph (a 2048-layer stack has ~10^5 rejections). ``full``
     lists them all."""
     if detail == "full":
-        return plan.rejected
-    seen: dict[tuple[str, str], int] = {}
-    out = []
-    for r in plan.rejected:
-        k = (r.rule, r.verdict)
-        seen[k] = seen.get(k, 0) + 1
-        if seen[k] <= EXAMPLES_PER_VERDICT:
-            out.append(r)
-    return tuple(out)
+        return tuple(plan.rejected)
+    if isinstance(plan.rejected, RejectedCandidates):
+        return plan.rejected.examples(EXAMPLES_PER_VERDICT)
+    return _first_per_key(plan.rejected, EXAMPLES_PER_VERDICT)
+
+
+def rejected_by_verdict(rejected: Sequence[Rejection]) -> dict[str, int]:
+    """How many rejections per verdict, in verdict order (without building them when
+    they are a ``RejectedCandidates``)."""
+    if isinstance(rejected, RejectedCandidates):
+        return rejected.by_verdict()
+    counts: dict[str, int] = {}
+    for r in rejected:
+        counts[r.verdict] = counts.get(r.verdict, 0) + 1
+    return dict(sorted(counts.items()))
+
+
+def first_rejections(rejected: Sequence[Rejection], n: int) -> tuple[Rejection, ...]:
+    """The first ``n`` rejections in plan order."""
+    if isinstance(rejected, RejectedCandidates):
+        return rejected.head(n)
+    return tuple(rejected[:n])
 
 
 def plan_json(plan: Plan, detail: str = "compact") -> dict[str, Any]:
     """plan.json (schemas/plan.schema.json): the contract with the kernel generator.
     ``detail`` "compact" lists a few rejections per (rule, verdict) and counts them all;
     "full" lists every one (``--plan-detail full``)."""
-    by_verdict: dict[str, int] = {}
-    for r in plan.rejected:
-        by_verdict[r.verdict] = by_verdict.get(r.verdict, 0) + 1
     return {
         "schema_version": PLAN_SCHEMA_VERSION,
         "model": plan.model,
@@ -519,7 +664,7 @@ def plan_json(plan: Plan, detail: str = "compact") -> dict[str, Any]:
             for r in shown_rejections(plan, detail)
         ],
         "detail": detail,
-        "rejected_by_verdict": dict(sorted(by_verdict.items())),
+        "rejected_by_verdict": rejected_by_verdict(plan.rejected),
         "rules": [{"rule": s.rule, "matched": s.matched, "fused": s.fused} for s in plan.rules],
         "verification": verification_json(plan.verification),
     }

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ruleengine.rewrite.model import REPORT_SCHEMA_VERSION, Plan
-from ruleengine.rewrite.plan import verification_json
+from ruleengine.rewrite.plan import first_rejections, rejected_by_verdict, verification_json
 
 
 def fmt_bytes(n: int | float | None) -> str:
@@ -47,9 +47,7 @@ def _percent(plan: Plan) -> float:
 
 def report_json(plan: Plan, files: Sequence[str] = (), *, timings: bool = True) -> dict[str, Any]:
     """report.json: totals, solver status, one line per group, rules, verification, files."""
-    verdicts: dict[str, int] = {}
-    for r in plan.rejected:
-        verdicts[r.verdict] = verdicts.get(r.verdict, 0) + 1
+    verdicts = rejected_by_verdict(plan.rejected)
     out: dict[str, Any] = {
         "schema_version": REPORT_SCHEMA_VERSION,
         "model": plan.model,
@@ -94,7 +92,7 @@ def report_json(plan: Plan, files: Sequence[str] = (), *, timings: bool = True) 
             }
             for g in plan.groups
         ],
-        "rejected": {"total": len(plan.rejected), "by_verdict": dict(sorted(verdicts.items()))},
+        "rejected": {"total": len(plan.rejected), "by_verdict": verdicts},
         "rules": [{"rule": s.rule, "matched": s.matched, "fused": s.fused} for s in plan.rules],
         "verification": verification_json(plan.verification, memory=True),
         "files": list(files),
@@ -177,10 +175,7 @@ def report_text(
         lines.append("Fused groups: none")
     lines.append("")
     if plan.rejected:
-        counts: dict[str, int] = {}
-        for r in plan.rejected:
-            counts[r.verdict] = counts.get(r.verdict, 0) + 1
-        summary = ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))
+        summary = ", ".join(f"{k} {v}" for k, v in rejected_by_verdict(plan.rejected).items())
         noun = "candidate" if len(plan.rejected) == 1 else "candidates"
         lines.append(f"Not fused ({len(plan.rejected)} {noun}: {summary})")
         if max_rejected is None:  # report.txt: in full, or a few per (rule, verdict)
@@ -189,7 +184,7 @@ def report_text(
             shown = shown_rejections(plan, detail)
             rows = [[r.rule, _nodes_short(r.nodes), r.verdict, r.reason] for r in shown]
         else:  # a terminal: the first rows, each fitting a line or two
-            shown = plan.rejected[:max_rejected]
+            shown = first_rejections(plan.rejected, max_rejected)
             rows = [
                 [r.rule, _nodes_short(r.nodes, 2), r.verdict, _clip(r.reason, TERMINAL_REASON)]
                 for r in shown
