@@ -13,6 +13,7 @@ from __future__ import annotations
 import bisect
 import time
 from collections.abc import Sequence
+from itertools import chain
 
 from ruleengine.cost.model import ScoredCandidate, Verdict
 from ruleengine.cost.scoring import relabel
@@ -48,27 +49,25 @@ def _describe(sc: ScoredCandidate, limit: int = 4) -> str:
 def _lost_reasons(
     graph: Graph, viable: Sequence[ScoredCandidate], chosen: Sequence[ScoredCandidate], note: str
 ) -> tuple[tuple[ScoredCandidate, str], ...]:
-    owner: dict[str, ScoredCandidate] = {}
-    for sc in chosen:
+    owner: dict[str, int] = {}  # node -> index in chosen
+    for k, sc in enumerate(chosen):
         for n in sc.candidate.nodes:
-            owner[n] = sc
+            owner[n] = k
     picked = {id(sc) for sc in chosen}
     contraction = Contraction(graph, [sc.candidate.node_set for sc in chosen])
-    described: dict[tuple[int, ...], str] = {}  # one text per set of winners, shared
+    described: dict[tuple[int | None, ...], str] = {}  # one text per set of winners, shared
     lost: list[tuple[ScoredCandidate, str]] = []
     for sc in viable:
         if id(sc) in picked:
             continue
-        rivals: dict[int, ScoredCandidate] = {}
-        for n in sc.candidate.nodes:
-            r = owner.get(n)
-            if r is not None and id(r) not in rivals:
-                rivals[id(r)] = r
-        if rivals:
-            key = tuple(rivals)
+        # the winners owning its nodes, in node order (a C-level map: 10^5 losers)
+        key = tuple(dict.fromkeys(map(owner.get, sc.candidate.nodes)))
+        if key != (None,):
             text = described.get(key)
             if text is None:
-                text = "lost a conflict to " + "; ".join(_describe(r) for r in rivals.values())
+                text = "lost a conflict to " + "; ".join(
+                    _describe(chosen[k]) for k in key if k is not None
+                )
                 described[key] = text
             why = text
         else:
@@ -114,7 +113,7 @@ def _resolve(
     if solver not in SOLVERS:
         raise UsageError(f"unknown solver {solver!r}; choose one of {', '.join(SOLVERS)}")
     start = time.perf_counter()
-    viable = [sc for sc in scored if sc.viable and sc.cost is not None]
+    viable = [sc for sc in scored if sc.verdict is Verdict.FUSE and sc.cost is not None]
     greedy = select_greedy(graph, viable)
     if solver == "greedy":
         chosen = _order_chosen(graph, greedy)
@@ -301,11 +300,10 @@ def _solve_exact(
         # its answer never depends on node names or string hashing, and the identical
         # components of a stack of identical layers are solved once.
         local = {g: k for k, g in enumerate(members)}
-        label: dict[str, int] = {}
-        local_sets = tuple(
-            tuple(label.setdefault(n, len(label)) for n in cands[g].candidate.nodes)
-            for g in members
-        )
+        node_lists = [cands[g].candidate.nodes for g in members]
+        first_use = dict.fromkeys(chain.from_iterable(node_lists))
+        label = dict(zip(first_use, range(len(first_use)), strict=True))
+        local_sets = tuple(tuple(map(label.__getitem__, ns)) for ns in node_lists)
         local_weights = tuple(weights[g] for g in members)
         local_cut_sets = tuple(sorted(tuple(sorted(local[g] for g in cut)) for cut in local_cuts))
         hint = tuple(k for k, g in enumerate(members) if id(cands[g]) in in_greedy)
