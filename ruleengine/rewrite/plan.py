@@ -276,9 +276,9 @@ def build_plan(
     rejected = RejectedCandidates(scored, resolution.lost, dropped, match.near_misses)
 
     # ATC's "match times": every structural match, including near misses.
-    found = [*match.candidates, *map(attrgetter("candidate"), match.near_misses)]
-    structural = set(map(attrgetter("rule", "nodes"), found))
-    matched = Counter(map(itemgetter(0), structural))
+    matched = _structural_matches(
+        [*match.candidates, *map(attrgetter("candidate"), match.near_misses)]
+    )
     fused: dict[str, int] = {}
     for g in groups:
         fused[g.rule] = fused.get(g.rule, 0) + 1
@@ -314,6 +314,24 @@ def build_plan(
         timings=tuple(timings),
         model_sha256=model_sha256,
     )
+
+
+def _structural_matches(found: Sequence[Any]) -> Counter[str]:
+    """Per rule, how many distinct node tuples it matched. Counted by node *set* first
+    (cached hashes, C-level): only rules with two matches on one node set (near misses
+    of several codes, say) need their node tuples compared."""
+    by_set = Counter(map(attrgetter("rule", "node_set"), found))
+    matched = Counter(map(itemgetter(0), by_set))
+    shared = {k for k, n in by_set.items() if n > 1}
+    if shared:
+        tuples: dict[tuple[str, frozenset[str]], set[tuple[str, ...]]] = {}
+        for c in found:
+            k = (c.rule, c.node_set)
+            if k in shared:
+                tuples.setdefault(k, set()).add(c.nodes)
+        for (rule, _), distinct in tuples.items():
+            matched[rule] += len(distinct) - 1
+    return matched
 
 
 class RejectedCandidates(Sequence[Rejection]):
