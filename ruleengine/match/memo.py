@@ -8,11 +8,16 @@ attributes, match type, and for each input and output tensor its dtype, shape, c
 before, the readers of an output are 2 and 9 nodes after). Two nodes ``r`` and
 ``v = r + d`` whose neighbourhoods of radius ``R`` have equal signatures node by node
 (node ``x`` near ``r`` and node ``x + d`` near ``v``) have isomorphic neighbourhoods
-under the translation ``x -> x + d``, everything the matcher reads included. ``R`` is the
-largest distance, in a rule's own pattern, from the op a binding starts with (its
-*anchor*) to any other op, plus one hop for the Python-side checks (consumers of
-outputs, producers of inputs). So every binding anchored at ``v`` is the translation of
-a binding anchored at ``r``, with the same check outcome, and vice versa.
+under the translation ``x -> x + d``, everything the matcher reads included. Each
+clause anchors its bindings at one of its nodes, a *centre* of the clause (the node
+with the least farthest distance to the others, over the links its facts state; not a
+fan-out sibling, whose place in a row follows the node names), and ``R`` is the largest
+such farthest distance over the rules' clauses, plus one hop for the Python-side checks
+(consumers of outputs, producers of inputs): a chain of 15 ops needs 8 hops from its
+middle where it needed 15 from its first op, so fewer layers near the ends of a stack
+differ within ``R`` and fewer representatives and a smaller window remain. So every
+binding anchored at ``v`` is the translation of a binding anchored at ``r``, with the
+same check outcome, and vice versa.
 
 How: a Weisfeiler-Lehman colouring of ``R`` rounds over the signatures groups nodes into
 classes (cheap, numpy); within a class, each member's neighbourhood is *verified*
@@ -22,7 +27,8 @@ facts of the union of the representatives' balls only, the bindings anchored at 
 representative are built and checked in Python as before, and each member's bindings
 are the representative's, translated. The merged result is exactly the unmemoised one
 (same candidates, same near misses, same order; ``tests/match/test_memo.py``); a near
-miss's reason (it names nodes) is computed on first read.
+miss's reason (it names nodes) is computed on first read. Keys are ordered and
+de-duplicated as rows of name ranks (numpy), and a record is made for each winner only.
 
 Where the translation cannot be trusted, the memo steps aside rule by rule: a rule whose
 clauses have a part not connected to the anchor, or that reads a fact through a *hub*
@@ -36,7 +42,7 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -63,16 +69,17 @@ MAX_COVER = 0.5
 # ---------------------------------------------------------------- rule radius
 
 
-def clause_radius(conc: Concrete) -> int | None:
-    """Hops from the clause's first head node (the anchor) to its farthest node, over the
-    links the clause's facts state (edges, and composite nodes sharing an input); None
-    when some node is not connected to the anchor."""
+def _clause_links(conc: Concrete) -> tuple[tuple[str, ...], list[list[int]]]:
+    """The clause's head variables and, per variable, the variables its facts link it
+    to (edges, and composite nodes sharing an input), as indices."""
     head = conc.head_vars()
-    adj: dict[str, set[str]] = {v: set() for v in head}
+    at = {v: k for k, v in enumerate(head)}
+    adj: list[set[int]] = [set() for _ in head]
 
     def join(a: str, b: str) -> None:
-        adj[a].add(b)
-        adj[b].add(a)
+        i, j = at[a], at[b]
+        adj[i].add(j)
+        adj[j].add(i)
 
     for link in conc.links:
         join(conc.slots[link.src].out_var, conc.slots[link.dst].entry_var)
@@ -90,19 +97,90 @@ def clause_radius(conc: Concrete) -> int | None:
         for readers in shared.values():
             for a in readers[1:]:
                 join(readers[0], a)
-    if not head:
-        return None
-    dist = {head[0]: 0}
-    queue = deque([head[0]])
+    return head, [sorted(x) for x in adj]
+
+
+def _distances(adj: Sequence[Sequence[int]], root: int) -> list[int]:
+    """Hops from ``root`` to every variable (-1: not connected)."""
+    dist = [-1] * len(adj)
+    dist[root] = 0
+    queue = deque([root])
     while queue:
         v = queue.popleft()
         for w in adj[v]:
-            if w not in dist:
+            if dist[w] < 0:
                 dist[w] = dist[v] + 1
                 queue.append(w)
-    if len(dist) != len(head):
+    return dist
+
+
+def clause_radius(conc: Concrete) -> int | None:
+    """Hops from the clause's first head node to its farthest node, over the links the
+    clause's facts state (edges, and composite nodes sharing an input); None when some
+    node is not connected to it."""
+    head, adj = _clause_links(conc)
+    if not head:
         return None
-    return max(dist.values())
+    dist = _distances(adj, 0)
+    return None if min(dist) < 0 else max(dist)
+
+
+def clause_anchor(conc: Concrete, avoid: Iterable[int] = ()) -> tuple[int, int] | None:
+    """(head position, radius): the head node a binding of this clause is anchored at,
+    and the hops from it to the clause's farthest node. The anchor is a centre of the
+    clause (least farthest distance; ties: the earliest position), so a chain of 15 ops
+    has radius 7, not 14: the memo verifies and windows balls of that radius. ``avoid``:
+    positions not to anchor at (fan-out siblings, whose order in a row changes with
+    the node names); when the first head node is one, it is the anchor, as before.
+    None when some node is not connected to the others."""
+    head, adj = _clause_links(conc)
+    if not head:
+        return None
+    shape = (tuple(map(tuple, adj)), frozenset(avoid))
+    hit = _ANCHORS.get(shape, _ANCHORS)
+    if hit is not _ANCHORS:
+        return hit  # type: ignore[return-value]
+    ecc = _eccentricities(adj)
+    if ecc is None:
+        _ANCHORS[shape] = None
+        return None
+    banned = shape[1]
+    best = (ecc[0], 0)
+    if 0 not in banned:
+        best = min((e, k) for k, e in enumerate(ecc) if k not in banned)
+    _ANCHORS[shape] = got = (best[1], best[0])
+    return got
+
+
+def _eccentricities(adj: Sequence[Sequence[int]]) -> list[int] | None:
+    """Each variable's farthest hop to another (all at once: after k rounds, ``reach[v]``
+    is the bit set of the variables within k hops of v); None when not connected."""
+    n = len(adj)
+    full = (1 << n) - 1
+    reach = [1 << v for v in range(n)]
+    ecc = [0] * n
+    left = {v for v in range(n) if reach[v] != full}
+    level = 0
+    while left:
+        level += 1
+        grown = list(reach)
+        for v in left:
+            r = reach[v]
+            for u in adj[v]:
+                r |= reach[u]
+            grown[v] = r
+        if all(grown[v] == reach[v] for v in left):
+            return None  # no longer growing: some variable is not connected
+        reach = grown
+        for v in [v for v in left if reach[v] == full]:
+            ecc[v] = level
+            left.discard(v)
+    return ecc
+
+
+# clause shape (links, positions to avoid) -> clause_anchor's answer: the 3,000 clauses of
+# the bundled rules have a few hundred shapes
+_ANCHORS: dict[tuple, tuple[int, int] | None] = {}
 
 
 def _rule_preds(prog: Program, rule_name: str) -> set[str]:
@@ -190,12 +268,17 @@ def structure(graph: Graph) -> Structure:
         )
         lid = labels.setdefault(lab, len(labels))
         prod = T.producer
+        j = -1 if prod is None else pos[prod]
+        readers = tuple([(pos[c], cp) for c, cp in T.consumers])
         tinfo[name] = (
             lid,
-            -1 if prod is None else pos[prod],
+            j,
             T.producer_port,
-            tuple([(pos[c], cp) for c, cp in T.consumers]),
+            readers,
             name in hubs,
+            tuple([p for p, _ in readers]),
+            # the producer's output entry: readers as offsets from it
+            (tuple([(p - j, cp) for p, cp in readers]), lid),
         )
 
     locals_: dict[tuple, int] = {}
@@ -215,11 +298,11 @@ def structure(graph: Graph) -> Structure:
             if info is None:
                 ins.append(missing)
                 continue
-            lid, j, port, readers, hub = info
+            lid, j, port, readers, hub, rpos, _out = info
             if hub:
                 ins.append(("a", j, port, lid) if j >= 0 else ("A", t, lid))
                 continue
-            near.update([p for p, _ in readers])
+            near.update(rpos)
             if j >= 0:
                 near.add(j)
                 ins.append((j - i, port, lid))
@@ -234,12 +317,11 @@ def structure(graph: Graph) -> Structure:
             if info is None:
                 outs.append(missing)
                 continue
-            lid, _j, _port, readers, hub = info
-            if hub:
-                outs.append(("h", i, lid))  # a hub's producer is one of a kind
+            if info[4]:
+                outs.append(("h", i, info[0]))  # a hub's producer is one of a kind
             else:
-                near.update([p for p, _ in readers])
-                outs.append((tuple([(p - i, cp) for p, cp in readers]), lid))
+                near.update(info[5])
+                outs.append(info[6])
         attrs = tuple(node.attributes.items())
         try:
             local = (
@@ -399,6 +481,13 @@ def _sibling_groups(prog: Program, rule_name: str, conc: Concrete) -> tuple[tupl
     name order, one group per op."""
     from ruleengine.match.compile import _overlapping_slots
 
+    linked = {(link.src, link.dst) for link in conc.links}
+    if not any(
+        (a, b) not in linked
+        for idx in conc.slots_by_op.values()
+        for a, b in zip(idx, idx[1:], strict=False)
+    ):
+        return ()  # every copy of a repeated op reads the one before: no fan-out siblings
     head = conc.head_vars()
     groups: dict[int, set[int]] = {}
     for a, b, test in _overlapping_slots(prog, rule_name, f"x('{conc.combo}')"):
@@ -591,10 +680,23 @@ def find_memo(
     t0 = time.perf_counter()
     rules = tuple(r for r in rule_set.rules if r.enabled)
     prog = compile_rule_set(rules, aliases, tabled_forms=True)
+    # per clause, the head position its bindings are anchored at (a centre of the
+    # clause); per rule, the farthest hop from an anchor
     radius_of: dict[str, int | None] = {}
+    anchor_of: dict[str, dict[str, int]] = {}
     for rule in rules:
-        radii = [clause_radius(c) for c in prog.rules[rule.name][2].values()]
-        radius_of[rule.name] = None if not radii or None in radii else max(radii)  # type: ignore[type-var]
+        at: dict[str, int] = {}
+        radius: int | None = None
+        for combo, conc in prog.rules[rule.name][2].items():
+            avoid = {p - 1 for g in _sibling_groups(prog, rule.name, conc) for p in g}
+            got = clause_anchor(conc, avoid)
+            if got is None:
+                radius = None
+                break
+            at[combo] = got[0]
+            radius = max(radius or 0, got[1])
+        radius_of[rule.name] = radius
+        anchor_of[rule.name] = at
     st = structure(graph)
     # a hub's edges and shared-input facts: the rules reading them go the plain way
     hub_preds = _hub_predicates(graph, st, prog)
@@ -624,6 +726,7 @@ def find_memo(
         classes,
         balls,
         window,
+        anchor_of,
         stats,
         prog if memo_rules == rules else None,
     )
@@ -722,6 +825,103 @@ def _hub_predicates(graph: Graph, st: Structure, prog: Program) -> set[str]:
     return out
 
 
+class _KeyRows:
+    """Candidate keys ``(rule, node names, alternative)`` as rows of ints: the rule's
+    rank among the rule names, each node's name rank + 1 (0 pads a shorter tuple, so a
+    prefix sorts first, as in tuple order), the alternative; and the node set of each
+    key as its sorted ranks. ``entries[i]`` is key i's winning row: ``(outcome,
+    member)`` (translated: the ranks are read in one numpy step per outcome) or a row of
+    its own (``(None, ...)``: read from the names)."""
+
+    def __init__(
+        self,
+        keys: Sequence[tuple],
+        entries: Sequence[tuple],
+        rank: np.ndarray,
+        pos: Mapping[str, int],
+        rule_rank: Mapping[str, int],
+    ) -> None:
+        n = len(keys)
+        width = max((len(k[1]) for k in keys), default=0)
+        nodes = np.zeros((n, width), dtype=np.int64)
+        groups: dict[int, tuple[_Outcome, list[int], list[int]]] = {}
+        for i, e in enumerate(entries):
+            o = e[0]
+            if o is None:
+                names = keys[i][1]
+                nodes[i, : len(names)] = rank[[pos[x] for x in names]] + 1
+                continue
+            g = groups.get(id(o))
+            if g is None:
+                groups[id(o)] = (o, [i], [e[1]])
+            else:
+                g[1].append(i)
+                g[2].append(e[1])
+        for o, idx, vs in groups.values():
+            flat = np.asarray(o.flat, dtype=np.int64)
+            rows = np.asarray(idx, dtype=np.int64)[:, None]
+            at = np.asarray(vs, dtype=np.int64)[:, None] + flat[None, :]
+            nodes[rows, np.arange(len(flat))[None, :]] = rank[at] + 1
+        self.rules = np.fromiter((rule_rank[k[0]] for k in keys), dtype=np.int64, count=n)
+        alts = np.fromiter((k[2] for k in keys), dtype=np.int64, count=n)
+        # key order: rule, then the node ranks column by column, then the alternative
+        columns = [alts, *(nodes[:, j] for j in range(width - 1, -1, -1)), self.rules]
+        self.order = np.lexsort(columns) if n else np.zeros(0, dtype=np.int64)
+        # node sets: the ranks sorted, padding last
+        big = np.iinfo(np.int64).max
+        self.sets = np.sort(np.where(nodes == 0, big, nodes), axis=1)
+
+    def _set_rows(self, width: int) -> np.ndarray:
+        """(rule, node set) per key, padded to ``width`` node columns."""
+        sets = self.sets
+        if sets.shape[1] < width:
+            pad = np.full((len(sets), width - sets.shape[1]), np.iinfo(np.int64).max)
+            sets = np.hstack((sets, pad))
+        return np.column_stack((self.rules, sets))
+
+    def first_per_set(
+        self, codes: Sequence[str] | None = None, outside: _KeyRows | None = None
+    ) -> list[int]:
+        """Key indices, in key order, of the first key per (rule, node set) (and code,
+        when given), leaving out the node sets ``outside`` has for the same rule."""
+        n = len(self.order)
+        if not n:
+            return []
+        width = max(self.sets.shape[1], 0 if outside is None else outside.sets.shape[1])
+        rows = self._set_rows(width)
+        keep = np.ones(n, dtype=bool)
+        if outside is not None and len(outside.order):
+            ids = _row_ids(np.vstack((rows, outside._set_rows(width))))
+            keep = ~np.isin(ids[:n], ids[n:])
+        if codes is not None:
+            code_id = {c: k for k, c in enumerate(sorted(set(codes)))}
+            rows = np.column_stack(
+                (rows, np.fromiter((code_id[c] for c in codes), dtype=np.int64, count=n))
+            )
+        order = self.order[keep[self.order]]
+        if not len(order):
+            return []
+        ids = _row_ids(rows[order])
+        first = np.zeros(len(order), dtype=bool)
+        first[np.unique(ids, return_index=True)[1]] = True
+        return order[first].tolist()
+
+
+def _row_ids(rows: np.ndarray) -> np.ndarray:
+    """One int per row, equal for equal rows (lexsort and a scan; ``np.unique`` with
+    ``axis=0`` sorts a structured view, several times slower)."""
+    n = len(rows)
+    if not n:
+        return np.zeros(0, dtype=np.int64)
+    order = np.lexsort(rows.T[::-1])
+    srt = rows[order]
+    new = np.ones(n, dtype=bool)
+    new[1:] = (srt[1:] != srt[:-1]).any(axis=1)
+    ids = np.empty(n, dtype=np.int64)
+    ids[order] = np.cumsum(new) - 1
+    return ids
+
+
 def _match_window(
     graph: Graph,
     rule_set: RuleSet,
@@ -730,6 +930,7 @@ def _match_window(
     classes: Classes,
     balls: Mapping[int, list[int]],
     window: set[int],
+    anchor_of: Mapping[str, Mapping[str, int]],
     stats: dict[str, Any] | None,
     prog: Program | None = None,
 ) -> tuple[MatchResult, set[str]]:
@@ -772,12 +973,13 @@ def _match_window(
         # the representatives' bindings, with their outcome
         per_rep: dict[int, list[_Outcome]] = {}
         bad = False
+        anchor_at = anchor_of[rule.name]
         for row in answers.get(head, ()):
             conc = combos[row[0]]
             names = row[1 : 1 + conc.n_head]
             if PAD in names:
                 continue
-            anchor = pos[names[0]]
+            anchor = pos[names[anchor_at[row[0]]]]
             if not is_rep[anchor]:
                 continue
             idx = [pos[n] for n in names]
@@ -875,15 +1077,20 @@ def _match_window(
             if key not in best_c:
                 near[key] = (entry, rule, combos, plans)
     t3 = time.perf_counter()
-    # same de-duplication as the plain matcher: per rule and node set the first key;
-    # records are made for the winners only
-    unique: dict[tuple, tuple] = {}
-    for key in sorted(candidates):
-        unique.setdefault((key[0], frozenset(key[1])), key)
+    # same de-duplication as the plain matcher: per rule and node set the first key in
+    # key order; records are made for the winners only. Keys are ordered and compared
+    # as rows of name ranks (numpy), not as tuples of names.
+    rank = np.empty(len(nodes), dtype=np.int64)
+    rank[sorted(range(len(nodes)), key=label.__getitem__)] = np.arange(len(nodes))
+    rule_rank = {name: k for k, name in enumerate(sorted(r.name for r in rules))}
+    c_keys = list(candidates)
+    c_rows = _KeyRows(c_keys, [candidates[k] for k in c_keys], rank, pos, rule_rank)
+    win = c_rows.first_per_set()
     final_l: list[Candidate] = []
     origins: list[tuple[int, _Outcome, int]] = []
     own: dict[int, int] = {}  # id of a representative's own candidate -> its index
-    for (_rule, node_set), key in unique.items():
+    for i in win:
+        key = c_keys[i]
         entry = candidates[key]
         o, v = entry[0], entry[1]
         if o is None:
@@ -892,20 +1099,17 @@ def _match_window(
             cand = o.candidate
             own[id(cand)] = len(final_l)
         else:
-            cand = _Translated.make(graph, label, key, o, v, node_set)
+            cand = _Translated.make(graph, label, key, o, v, frozenset(key[1]))
             origins.append((len(final_l), o, v))
         final_l.append(cand)
     final = tuple(final_l)
-    unique_near: dict[tuple, tuple] = {}
-    for key in sorted(near):
-        node_set = frozenset(key[1])
-        if (key[0], node_set) in unique:
-            continue
-        entry = near[key][0]
-        code = entry[4] if entry[0] is None else entry[0].code
-        unique_near.setdefault((key[0], node_set, code), key)
+    n_keys = list(near)
+    n_entries = [near[k][0] for k in n_keys]
+    codes = [e[4] if e[0] is None else e[0].code for e in n_entries]
+    n_rows = _KeyRows(n_keys, n_entries, rank, pos, rule_rank)
     near_l: list[NearMiss] = []
-    for (_rule, node_set, _code), key in unique_near.items():
+    for i in n_rows.first_per_set(codes, outside=c_rows):
+        key = n_keys[i]
         entry, rule, combos, plans = near[key]
         o, v = entry[0], entry[1]
         if o is None:
@@ -916,7 +1120,7 @@ def _match_window(
             conc = combos[o.combo]
             near_l.append(
                 _MappedNearMiss(
-                    _Translated.make(graph, label, key, o, v, node_set),
+                    _Translated.make(graph, label, key, o, v, frozenset(key[1])),
                     o.code,
                     (
                         graph,

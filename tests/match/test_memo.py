@@ -182,3 +182,52 @@ def test_clause_radius_counts_hops_from_the_anchor() -> None:
         for name, (_h, _a, combos) in prog.rules.items()
     }
     assert radii == {"matmul_bias": 1, "elementwise_chain": 7}  # a chain of up to 8 ops
+    # bindings are anchored at a centre of their clause: half the chain's length
+    anchored = {
+        name: max(memo.clause_anchor(c)[1] for c in combos.values())  # type: ignore[index]
+        for name, (_h, _a, combos) in prog.rules.items()
+    }
+    assert anchored == {"matmul_bias": 1, "elementwise_chain": 4}
+    longest = max(prog.rules["elementwise_chain"][2].values(), key=lambda c: c.n_head)
+    assert memo.clause_anchor(longest) == (3, 4)  # the 4th of 8 ops: 3 hops up, 4 down
+    assert memo.clause_anchor(longest, avoid={0}) == (0, 7)  # a fan-out first op: as before
+    assert memo.clause_anchor(longest, avoid={3}) == (4, 4)
+
+
+def test_key_rows_order_and_deduplicate_like_tuples() -> None:
+    """The memo orders candidate keys and picks the first per (rule, node set) as rows
+    of name ranks: the same as sorting the key tuples and keeping the first, with
+    shorter node tuples (prefixes), equal node sets in other orders, alternatives, and
+    names whose order differs from their position (l10 < l9)."""
+    import random
+
+    rng = random.Random(7)
+    names = [f"l{i}_{op}" for i in range(12) for op in ("mm", "add", "mul")]
+    pos = {n: i for i, n in enumerate(names)}
+    rank = np.empty(len(names), dtype=np.int64)
+    rank[sorted(range(len(names)), key=names.__getitem__)] = np.arange(len(names))
+    pool = [n for n in names if n.startswith(("l1_", "l9_", "l10_"))]  # l10 sorts first
+    keys: set[tuple] = set()
+    while len(keys) < 400:
+        nodes = rng.sample(pool, rng.randint(1, 4))
+        keys.add((rng.choice(("b_rule", "a_rule")), tuple(nodes), rng.randint(0, 1)))
+    keys_l = list(keys)
+    codes = [rng.choice(("input-count", "param-mismatch")) for _ in keys_l]
+    rows = memo._KeyRows(keys_l, [(None,)] * len(keys_l), rank, pos, {"a_rule": 0, "b_rule": 1})
+    assert [keys_l[i] for i in rows.order] == sorted(keys_l)
+    first: dict[tuple, tuple] = {}
+    for key in sorted(keys_l):
+        first.setdefault((key[0], frozenset(key[1])), key)
+    assert [keys_l[i] for i in rows.first_per_set()] == list(first.values())
+    others = keys_l[:150]
+    other_rows = memo._KeyRows(
+        others, [(None,)] * len(others), rank, pos, {"a_rule": 0, "b_rule": 1}
+    )
+    taken = {(k[0], frozenset(k[1])) for k in others}
+    code_of = dict(zip(keys_l, codes, strict=True))
+    want: dict[tuple, tuple] = {}
+    for key in sorted(keys_l):
+        if (key[0], frozenset(key[1])) not in taken:
+            want.setdefault((key[0], frozenset(key[1]), code_of[key]), key)
+    got = rows.first_per_set(codes, outside=other_rows)
+    assert [keys_l[i] for i in got] == list(want.values())
