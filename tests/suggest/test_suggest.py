@@ -460,3 +460,20 @@ def test_selectable_ceiling_keeps_to_what_the_selection_can_pick(tmp_path):
     found = selectable_partition(graph, pool, [rival], now, 10, True)
     assert {x.nodes for x in found.kernels} == {frozenset("ab"), frozenset("cd")}
     assert found.captured == 3 and found.exact
+
+
+def test_pool_grows_past_the_op_cap_while_the_budget_lasts(tmp_path):
+    """Sets at the op cap grow further once every set within it is scored, if the set
+    budget allows: the pool is then complete (the ceiling proven) with groups past the
+    cap; with too small a budget it is not complete."""
+    from ruleengine.cost import load_target
+    from ruleengine.suggest.partition import kernel_pool
+
+    graph = load_graph(save(CHAIN, tmp_path / "c.onnx"))
+    target = load_target("ascend910b")
+    edges = coverage.fusable_edges(graph)
+    pool = kernel_pool(graph, target, edges, max_ops=2)
+    assert pool.complete and not pool.capped
+    assert frozenset("abcde") in {k.nodes for k in pool.kernels}
+    short = kernel_pool(graph, target, edges, max_ops=2, max_sets=5)
+    assert not short.complete and short.capped == "5 sets"
