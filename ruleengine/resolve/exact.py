@@ -35,10 +35,12 @@ def solve_component(
     workers: int | None = None,
     floors: Sequence[tuple[Sequence[int], int]] = (),
     floor_values: Sequence[int] = (),
+    deterministic_s: float | None = None,
 ) -> ComponentSolution:
     """Maximise the total weight of chosen candidates, no node twice, no cut fully chosen;
     per (skip, floor) of ``floors``, the chosen outside ``skip`` have at least ``floor``
-    total ``floor_values`` (suggest's selectable ceiling)."""
+    total ``floor_values`` (suggest's selectable ceiling). ``deterministic_s``: also stop
+    after that much of CP-SAT's deterministic time (the same answer whatever the load)."""
     # Data: which candidates cover each node.
     # (nodes in sorted order: the model, hence the optimum CP-SAT returns among equal
     # ones, must not depend on set iteration order, which varies with string hashing)
@@ -73,6 +75,8 @@ def solve_component(
         model.add_hint(x[i], 1 if i in hint else 0)
     solver = cp_model.CpSolver()
     solver.parameters.max_time_in_seconds = max(0.01, time_limit_s)
+    if deterministic_s is not None:
+        solver.parameters.max_deterministic_time = deterministic_s
     solver.parameters.random_seed = seed
     solver.parameters.num_workers = workers or (1 if len(weights) < SINGLE_WORKER_BELOW else 2)
     # OR-Tools would catch Ctrl-C itself and then reset SIGINT to the default (kill, no

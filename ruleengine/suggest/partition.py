@@ -40,7 +40,11 @@ MAX_POOL_OPS = 10
 MAX_POOL_SETS = 12_000
 MERGE_ROUNDS = 4
 MAX_CYCLE_CUTS = 200
+# Solves stop after SOLVE_SECONDS of CP-SAT's deterministic time (the same partition
+# whatever the machine's load: suggestions are deterministic), or WALL_FACTOR times as
+# many seconds of wall time on a very slow machine.
 SOLVE_SECONDS = 30.0
+WALL_FACTOR = 8
 _INDEX_DTYPES = frozenset({"int32", "int64"})
 
 
@@ -347,7 +351,14 @@ def best_partition(
     chosen: list[int] = []
     for _ in range(MAX_CYCLE_CUTS):
         sol = solve_component(
-            weights, node_sets, cuts, hint=hint, time_limit_s=seconds, seed=0, workers=1
+            weights,
+            node_sets,
+            cuts,
+            hint=hint,
+            time_limit_s=WALL_FACTOR * seconds,
+            deterministic_s=seconds,
+            seed=0,
+            workers=1,
         )
         status = sol.status
         chosen = sorted(sol.selected)
