@@ -58,10 +58,26 @@ class Analysis:
     def candidates(self) -> tuple[Candidate, ...]:
         return self.match.candidates
 
+    def released(self) -> Analysis:
+        """The same decisions without the per-candidate records: no candidate, near miss
+        or scored record but the chosen ones, no lost record (``fuse`` with a compact
+        plan keeps this once the plan has counted them; ``analyze`` returns them all)."""
+        m = self.match
+        return replace(
+            self,
+            match=MatchResult((), (), m.seconds, m.facts),
+            scored=(),
+            resolution=replace(self.resolution, lost=()),
+        )
+
 
 @dataclass(frozen=True)
 class FuseResult:
-    """A finished fuse run, held in memory: nothing is written until ``write_outputs``."""
+    """A finished fuse run, held in memory: nothing is written until ``write_outputs``.
+
+    With the compact plan (the default) ``analysis`` is ``Analysis.released()``: graph,
+    rules, target and the chosen groups; ``plan`` counts every rejection and keeps those
+    it lists. ``plan_detail="full"`` keeps every record."""
 
     analysis: Analysis
     plan: Plan
@@ -264,7 +280,12 @@ def fuse(
     from ruleengine.rewrite import weights
     from ruleengine.rewrite.emit import render_files, serialize_model
     from ruleengine.rewrite.onnx_rewrite import RewriteError, fused_nodes, rewrite_model
-    from ruleengine.rewrite.plan import build_groups, build_plan, check_output_paths
+    from ruleengine.rewrite.plan import (
+        build_groups,
+        build_plan,
+        check_output_paths,
+        list_rejections,
+    )
 
     path = Path(model)
     if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 1 << 63:
@@ -292,6 +313,16 @@ def fuse(
     timings = list(analysis.timings)
     clock = time.perf_counter()
     graph = analysis.graph
+    listed = None
+    if plan_detail == "compact":
+        # What the compact plan lists and counts is read now; then the per-candidate
+        # records (10^6 at 2048 layers) are let go before the model is read and
+        # rewritten, so the peak of memory is not their sum.
+        listed = list_rejections(analysis.scored, analysis.resolution.lost, analysis.match)
+        analysis = analysis.released()
+        release_memory()
+        timings.append(("plan", time.perf_counter() - clock))
+        clock = time.perf_counter()
     from ruleengine.graph.loader import read_model
 
     proto = read_model(path)  # the graph only: fusion changes no weight, none is read
@@ -332,7 +363,13 @@ def fuse(
     def build(subset: Sequence[FusedGroup]) -> onnx.ModelProto:
         return rewrite_model(proto, graph, subset, corrupt_rules=corrupt_rules, calls=calls)
 
-    fused = build(groups)
+    if choice is None:  # nothing reads the input model again: rewrite it in place
+        fused = rewrite_model(
+            proto, graph, groups, corrupt_rules=corrupt_rules, calls=calls, in_place=True
+        )
+        proto = None
+    else:
+        fused = build(groups)
     timings.append(("rewrite", time.perf_counter() - clock))
     clock = time.perf_counter()
 
@@ -400,6 +437,7 @@ def fuse(
         dropped=dropped,
         verification=result_verification,
         timings=timings,
+        listed=listed,
     )
     fused_name = f"{_stem(path)}.fused.onnx"
     target_dir = Path(outdir) if outdir is not None else path.parent
@@ -526,11 +564,13 @@ def _outside(placements: Sequence[Placement], path: Path) -> list[Diagnostic]:
     ]
 
 
-def _check_in_memory(fused: onnx.ModelProto, proto: onnx.ModelProto, path: Path) -> None:
+def _check_in_memory(fused: onnx.ModelProto, proto: onnx.ModelProto | None, path: Path) -> None:
     """onnx.checker (full_check) on the fused graph; the weights' files are checked on
-    the written model's path (``write_outputs``)."""
+    the written model's path (``write_outputs``). ``proto``: the input model, read again
+    from ``path`` when None (rewritten in place) and only if the check fails."""
     import onnx
 
+    from ruleengine.graph.loader import read_model
     from ruleengine.rewrite import weights
     from ruleengine.rewrite.emit import INLINE_LIMIT_BYTES
     from ruleengine.rewrite.onnx_rewrite import RewriteError
@@ -538,6 +578,8 @@ def _check_in_memory(fused: onnx.ModelProto, proto: onnx.ModelProto, path: Path)
     try:
         onnx.checker.check_model(weights.checkable(fused, INLINE_LIMIT_BYTES), full_check=True)
     except Exception as exc:  # noqa: BLE001 - a checker failure is our bug; say so
+        if proto is None:
+            proto = read_model(path)
         try:  # ... unless the input model fails it already: then the input is at fault
             onnx.checker.check_model(weights.checkable(proto, INLINE_LIMIT_BYTES), full_check=True)
         except Exception as original:  # noqa: BLE001 - any checker failure
@@ -587,6 +629,12 @@ def write_outputs(result: FuseResult, outdir: str | Path) -> tuple[Path, ...]:
         files.update(serialize_model(result.fused_model, name, placements))
     sources = {p.new_location: (p.source, p.how) for p in placements if p.how in ("link", "copy")}
     written = write_atomically(outdir, files, protect=(result.model_path,), sources=sources)
+    model_files = [k for k in files if k == result.fused_name or k == f"{result.fused_name}.data"]
+    checked = result.plan.verification is None or result.plan.verification.ok
+    if checked and model_files == [result.fused_name] and not placements:
+        # one file, no external data: its bytes are the model onnx.checker passed in
+        # memory (``fuse``), nothing more to resolve from its path
+        return written
     if all(p.how in ("inside", "copy") for p in placements):
         # onnx.checker refuses hard-linked data (a "hardlink attack" to onnx >= 1.18) and
         # data outside the folder; onnxruntime loads hard links.

@@ -66,16 +66,19 @@ def render_dot(graph: Graph, groups: Sequence[FusedGroup], *, only_groups: bool 
             oid = f"out{len(io_ids)}"
             io_ids[f"out:{t}"] = oid
             lines.append(f"  {oid} [shape=ellipse, label={_q(t)}, fillcolor=white];")
+    labels: dict[tuple | None, str] = {}  # quoted shape label per shape (few distinct)
     for n in nodes:
         for t in n.inputs:
             tensor = graph.tensors.get(t) if t else None
             if tensor is None:
                 continue
-            label = _shape(tensor.shape)
+            label = labels.get(tensor.shape)
+            if label is None:
+                label = labels[tensor.shape] = _q(_shape(tensor.shape))
             if tensor.producer in names:
-                lines.append(f"  {ids[tensor.producer]} -> {ids[n.name]} [label={_q(label)}];")
+                lines.append(f"  {ids[tensor.producer]} -> {ids[n.name]} [label={label}];")
             elif t in io_ids:
-                lines.append(f"  {io_ids[t]} -> {ids[n.name]} [label={_q(label)}];")
+                lines.append(f"  {io_ids[t]} -> {ids[n.name]} [label={label}];")
     for t in graph.outputs:
         tensor = graph.tensors.get(t)
         if tensor is not None and tensor.producer in names and f"out:{t}" in io_ids:

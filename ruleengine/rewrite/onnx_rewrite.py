@@ -145,16 +145,22 @@ def rewrite_model(
     domain: str = FUSED_DOMAIN,
     corrupt_rules: Collection[str] = (),
     calls: Mapping[int, Any] | None = None,
+    in_place: bool = False,
 ) -> onnx.ModelProto:
-    """Return a copy of ``model`` with each group replaced by one function-call node.
+    """Return a copy of ``model`` with each group replaced by one function-call node
+    (``in_place``: ``model`` itself, rewritten; for a caller that reads it no more, so
+    that the model and its rewritten copy are never both in memory).
 
     ``calls`` (group id -> kernels.bind.Call) makes those groups call their catalog
     kernel: ports as inputs, the kernel's attributes, its reference semantics as the body.
     ``corrupt_rules`` is a test-only hook: groups of those rules get a function body that
     negates one float output, to prove that verification and ``--safe`` catch a bad fusion.
     """
-    out = onnx.ModelProto()
-    out.CopyFrom(model)
+    if in_place:
+        out = model
+    else:
+        out = onnx.ModelProto()
+        out.CopyFrom(model)
     if not out.graph.name:  # onnx.checker requires one; onnxruntime and exporters do not
         out.graph.name = UNNAMED_GRAPH
     if not groups:

@@ -15,7 +15,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from operator import attrgetter, itemgetter
 from pathlib import PurePosixPath, PureWindowsPath
-from typing import Any
+from typing import Any, NoReturn
 
 from ruleengine.cost.model import ScoredCandidate, Target, Verdict
 from ruleengine.diagnostics.model import Diagnostic, Location, Severity
@@ -35,6 +35,9 @@ from ruleengine.rewrite.model import (
     Verification,
 )
 from ruleengine.rules.model import FrozenMap, Rule, RuleSet, default_kernel_name
+
+PLAN_DETAILS = ("compact", "full")
+EXAMPLES_PER_VERDICT = 3  # compact detail: rejected candidates kept per (rule, verdict)
 
 
 def to_json(value: Any) -> Any:
@@ -269,16 +272,23 @@ def build_plan(
     verification: Verification | None = None,
     timings: Sequence[tuple[str, float]] = (),
     model_sha256: str | None = None,
+    listed: ListedRejections | None = None,
 ) -> Plan:
-    """Assemble the plan record (groups after safe mode, rejections, statistics, totals)."""
+    """Assemble the plan record (groups after safe mode, rejections, statistics, totals).
+
+    ``listed`` (from ``list_rejections`` before the per-candidate records were let go)
+    stands for ``match``'s, ``scored``'s and ``resolution.lost``'s rejections and match
+    counts: a compact plan then holds only what it lists."""
     before, unknown = node_traffic(graph)
     saved = sum(g.scored.cost.bytes_saved for g in groups if g.scored.cost is not None)
-    rejected = RejectedCandidates(scored, resolution.lost, dropped, match.near_misses)
+    rejected: Sequence[Rejection]
+    if listed is not None:
+        rejected = listed.with_dropped(dropped)
+    else:
+        rejected = RejectedCandidates(scored, resolution.lost, dropped, match.near_misses)
 
     # ATC's "match times": every structural match, including near misses.
-    matched = _structural_matches(
-        [*match.candidates, *map(attrgetter("candidate"), match.near_misses)]
-    )
+    matched = listed.matched if listed is not None else match_counts(match)
     fused: dict[str, int] = {}
     for g in groups:
         fused[g.rule] = fused.get(g.rule, 0) + 1
@@ -316,10 +326,12 @@ def build_plan(
     )
 
 
-def _structural_matches(found: Sequence[Any]) -> Counter[str]:
-    """Per rule, how many distinct node tuples it matched. Counted by node *set* first
-    (cached hashes, C-level): only rules with two matches on one node set (near misses
-    of several codes, say) need their node tuples compared."""
+def match_counts(match: MatchResult) -> Counter[str]:
+    """Per rule, how many distinct node tuples it matched (ATC's "match times"),
+    candidates and near misses. Counted by node *set* first (cached hashes, C-level):
+    only rules with two matches on one node set (near misses of several codes, say)
+    need their node tuples compared."""
+    found = [*match.candidates, *map(attrgetter("candidate"), match.near_misses)]
     by_set = Counter(map(attrgetter("rule", "node_set"), found))
     matched = Counter(map(itemgetter(0), by_set))
     shared = {k for k, n in by_set.items() if n > 1}
@@ -444,6 +456,19 @@ class RejectedCandidates(Sequence[Rejection]):
             keep += self._smallest(idxs, n)
         return self._sorted(keep)[:n]
 
+    def listed(self, per_key: int, first: int) -> tuple[Rejection, ...]:
+        """Both of the above in one sorted tuple (each rejection once): what a compact
+        plan keeps."""
+        if self._all is not None:
+            return _listed(self._all, per_key, first)
+        examples: list[int] = []
+        heads: list[int] = []
+        for idxs in self._by_key().values():
+            examples += self._smallest(idxs, per_key)
+            heads += self._smallest(idxs, first)
+        keep = set(examples) | set(self._order(heads)[:first])
+        return tuple(map(self._build, self._order(keep)))
+
     def _by_key(self) -> dict[tuple[str, str], list[int]]:
         if self._buckets is None:
             buckets: dict[tuple[str, str], list[int]] = {}
@@ -462,10 +487,15 @@ class RejectedCandidates(Sequence[Rejection]):
         src, codes = self._src, self._codes
         return heapq.nsmallest(n, idxs, key=lambda i: (src[i].candidate.nodes, codes[i]))
 
+    def _order(self, idxs: Iterable[int]) -> list[int]:
+        """Entry indices in plan order: (rule, nodes, code), ties in entry order."""
+        src, codes = self._src, self._codes
+        return sorted(
+            idxs, key=lambda i: (src[i].candidate.rule, src[i].candidate.nodes, codes[i], i)
+        )
+
     def _sorted(self, idxs: list[int]) -> tuple[Rejection, ...]:
-        out = [self._build(i) for i in sorted(idxs)]
-        out.sort(key=attrgetter("rule", "nodes", "code"))
-        return tuple(out)
+        return tuple(map(self._build, self._order(idxs)))
 
     def _build(self, i: int) -> Rejection:
         src, code, reason = self._src[i], self._codes[i], self._reasons.get(i)
@@ -473,6 +503,105 @@ class RejectedCandidates(Sequence[Rejection]):
         if reason is None:  # the record's own, read only when shown
             return _LazyRejection(c.rule, c.nodes, verdict, code, src)
         return Rejection(c.rule, c.nodes, verdict, code, reason)
+
+
+FIRST_KEPT = 100  # a compact plan also keeps the first rejections overall (a terminal: 25)
+
+
+class ListedRejections(Sequence[Rejection]):
+    """What a compact plan keeps of its rejections: how many there are per verdict, and
+    the ones it lists (the first few per (rule, verdict) and the first ``first`` overall,
+    sorted, reasons read), so that the per-candidate records they came from can be let
+    go (``pipeline.fuse``: peak memory). Reading every rejection needs the full plan
+    (``plan_detail="full"``)."""
+
+    def __init__(
+        self,
+        total: int,
+        counts: Mapping[str, int],
+        kept: tuple[Rejection, ...],
+        matched: Mapping[str, int],
+        per_key: int,
+        first: int,
+    ) -> None:
+        self.total, self.counts, self.kept = total, dict(counts), kept
+        self.matched, self.per_key, self.first = dict(matched), per_key, first
+
+    def __len__(self) -> int:
+        return self.total
+
+    def __getitem__(self, index: Any) -> Any:
+        self._not_kept()
+
+    def _not_kept(self) -> NoReturn:
+        raise LookupError(
+            f"a compact plan keeps {len(self.kept)} of its {self.total} rejections; "
+            'fuse with plan_detail="full" to keep every one'
+        )
+
+    def __repr__(self) -> str:
+        return f"ListedRejections({len(self.kept)} of {self.total} rejected)"
+
+    def by_verdict(self) -> dict[str, int]:
+        return dict(self.counts)
+
+    def examples(self, per_key: int) -> tuple[Rejection, ...]:
+        if per_key > self.per_key:
+            self._not_kept()
+        return _first_per_key(self.kept, per_key)
+
+    def head(self, n: int) -> tuple[Rejection, ...]:
+        if n > self.first and self.total > len(self.kept):
+            self._not_kept()
+        return self.kept[:n]
+
+    def with_dropped(self, dropped: Sequence[FusedGroup]) -> ListedRejections:
+        """The same with the groups safe mode dropped added (their code,
+        verification-failed, ties with no other rejection's)."""
+        if not dropped:
+            return self
+        extra = RejectedCandidates((), (), dropped).all()
+        merged = sorted((*self.kept, *extra), key=attrgetter("rule", "nodes", "code"))
+        counts = Counter(self.counts)
+        counts.update(r.verdict for r in extra)
+        return ListedRejections(
+            self.total + len(extra),
+            dict(sorted(counts.items())),
+            _listed(merged, self.per_key, self.first),
+            self.matched,
+            self.per_key,
+            self.first,
+        )
+
+
+def list_rejections(
+    scored: Sequence[ScoredCandidate],
+    lost: Sequence[tuple[ScoredCandidate, str]],
+    match: MatchResult,
+    per_key: int = EXAMPLES_PER_VERDICT,
+    first: int = FIRST_KEPT,
+) -> ListedRejections:
+    """The counts and the listed rejections of a compact plan, reasons read: nothing in
+    it refers to the per-candidate records any more."""
+    rejected = RejectedCandidates(scored, lost, (), match.near_misses)
+    return ListedRejections(
+        len(rejected),
+        rejected.by_verdict(),
+        tuple(
+            Rejection(r.rule, r.nodes, r.verdict, r.code, r.reason)
+            for r in rejected.listed(per_key, first)
+        ),
+        match_counts(match),
+        per_key,
+        first,
+    )
+
+
+def _listed(rejected: Sequence[Rejection], per_key: int, first: int) -> tuple[Rejection, ...]:
+    """Of a sorted sequence: the first ``per_key`` per (rule, verdict) and the first
+    ``first``, in order."""
+    keep = {id(r) for r in _first_per_key(rejected, per_key)} | {id(r) for r in rejected[:first]}
+    return tuple(r for r in rejected if id(r) in keep)
 
 
 def _first_per_key(rejected: Iterable[Rejection], per_key: int) -> tuple[Rejection, ...]:
@@ -607,10 +736,6 @@ def _output_json(o: OutputCheck) -> dict[str, Any]:
     }
 
 
-PLAN_DETAILS = ("compact", "full")
-EXAMPLES_PER_VERDICT = 3  # compact detail: rejected candidates kept per (rule, verdict)
-
-
 def shown_rejections(plan: Plan, detail: str = "compact") -> tuple[Rejection, ...]:
     """The rejected candidates a compact plan or report lists: the first few of each
     (rule, verdict), so every kind of "no" stays visible while the size stays bounded by
@@ -618,7 +743,7 @@ def shown_rejections(plan: Plan, detail: str = "compact") -> tuple[Rejection, ..
     lists them all."""
     if detail == "full":
         return tuple(plan.rejected)
-    if isinstance(plan.rejected, RejectedCandidates):
+    if isinstance(plan.rejected, RejectedCandidates | ListedRejections):
         return plan.rejected.examples(EXAMPLES_PER_VERDICT)
     return _first_per_key(plan.rejected, EXAMPLES_PER_VERDICT)
 
@@ -626,7 +751,7 @@ def shown_rejections(plan: Plan, detail: str = "compact") -> tuple[Rejection, ..
 def rejected_by_verdict(rejected: Sequence[Rejection]) -> dict[str, int]:
     """How many rejections per verdict, in verdict order (without building them when
     they are a ``RejectedCandidates``)."""
-    if isinstance(rejected, RejectedCandidates):
+    if isinstance(rejected, RejectedCandidates | ListedRejections):
         return rejected.by_verdict()
     counts: dict[str, int] = {}
     for r in rejected:
@@ -636,7 +761,7 @@ def rejected_by_verdict(rejected: Sequence[Rejection]) -> dict[str, int]:
 
 def first_rejections(rejected: Sequence[Rejection], n: int) -> tuple[Rejection, ...]:
     """The first ``n`` rejections in plan order."""
-    if isinstance(rejected, RejectedCandidates):
+    if isinstance(rejected, RejectedCandidates | ListedRejections):
         return rejected.head(n)
     return tuple(rejected[:n])
 

@@ -329,11 +329,14 @@ def checkable(model: onnx.ModelProto, limit: int) -> onnx.ModelProto:
     """A copy of the model for ``onnx.checker`` in memory: external initializers of the
     main graph (which the in-memory checker would look for relative to the working
     directory) become graph inputs of the same type, and so do inline ones when the model
-    is over ``limit`` bytes. Their values never matter to the checker."""
+    is over ``limit`` bytes. Their values never matter to the checker. A model with
+    nothing to change is returned as it is (no copy: the checker reads, never writes)."""
+    strip_all = model.ByteSize() >= limit
+    if not strip_all and not any(is_external(t) for t in model.graph.initializer):
+        return model
     out = onnx.ModelProto()
     out.CopyFrom(model)
     g = out.graph
-    strip_all = out.ByteSize() >= limit
     inputs = {i.name for i in g.input}
     kept = []
     for t in g.initializer:

@@ -66,6 +66,7 @@ def test_pipeline_reports_progress_and_stage_timings():
         "match",
         "cost",
         "resolve",
+        "plan",
         "rewrite",
         "verify",
         "check",
