@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
+from operator import attrgetter
 from types import MappingProxyType
 
 from ruleengine.cost.constraints import Context, evaluate
@@ -645,7 +646,9 @@ def score_candidates(
                 )
         # a translated candidate takes its twin's verdict and numbers (match.memo),
         # unless names of tied anchor candidates sort otherwise by length there
-        ties: dict[int, tuple[tuple[int, int], ...]] = {}
+        # per twin source: its tied anchor outputs (node position, port), and which of
+        # them the source picks (by name length)
+        ties: dict[int, tuple[tuple[tuple[int, int], ...], int]] = {}
         pos = topo_position(graph)
         nodes = graph.nodes
         for i, (j, shift) in twins.items():
@@ -653,15 +656,14 @@ def score_candidates(
             rule = rules.get(c.rule)
             if j not in ties:
                 tied = _anchor_ties(graph, memo.analyse(base.candidate.nodes)[0])
-                ties[j] = tuple(
+                at = tuple(
                     (pos[graph.tensors[t].producer], graph.tensors[t].producer_port or 0)
                     for t in tied
                 )
-            refs = ties[j]
+                ties[j] = (at, _first_shortest([nodes[k].outputs[q] for k, q in at]) if at else 0)
+            refs, picked = ties[j]
             if base.candidate.rule != c.rule or (
-                refs
-                and _first_shortest([nodes[k].outputs[q] for k, q in refs])
-                != _first_shortest([nodes[k + shift].outputs[q] for k, q in refs])
+                refs and picked != _first_shortest([nodes[k + shift].outputs[q] for k, q in refs])
             ):
                 scored[i] = score_one(graph, c, rule, target, benefit_threshold, memo=memo)
                 continue
@@ -675,4 +677,5 @@ def score_candidates(
             )
         scored = _reduce_duplicates(scored)
         scored += [_from_near_miss(graph, nm, rules.get(nm.candidate.rule), target) for nm in near]
-        return tuple(sorted(scored, key=lambda s: (s.candidate.key, s.verdict.value)))
+        # (candidate key, verdict): a StrEnum sorts as its value
+        return tuple(sorted(scored, key=attrgetter("candidate.key", "verdict")))

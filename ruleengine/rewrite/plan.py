@@ -400,6 +400,7 @@ class RejectedCandidates(Sequence[Rejection]):
         self._src, self._verdicts, self._codes, self._reasons = src, verdicts, codes, reasons
         self._all: tuple[Rejection, ...] | None = None
         self._buckets: dict[tuple[str, str], list[int]] | None = None
+        self._nodes: list[tuple[str, ...]] | None = None
 
     @staticmethod
     def _rules(src: list[Any]) -> Iterator[str]:
@@ -464,8 +465,9 @@ class RejectedCandidates(Sequence[Rejection]):
         examples: list[int] = []
         heads: list[int] = []
         for idxs in self._by_key().values():
-            examples += self._smallest(idxs, per_key)
-            heads += self._smallest(idxs, first)
+            top = self._smallest(idxs, max(per_key, first))
+            examples += top[:per_key]
+            heads += top[:first]
         keep = set(examples) | set(self._order(heads)[:first])
         return tuple(map(self._build, self._order(keep)))
 
@@ -482,10 +484,14 @@ class RejectedCandidates(Sequence[Rejection]):
         return self._buckets
 
     def _smallest(self, idxs: list[int], n: int) -> list[int]:
-        if len(idxs) <= n:
-            return idxs
-        src, codes = self._src, self._codes
-        return heapq.nsmallest(n, idxs, key=lambda i: (src[i].candidate.nodes, codes[i]))
+        """The ``n`` first of a bucket in plan order (nodes, code, entry), sorted; the
+        rows are compared as tuples made by C-level maps (no key function per entry)."""
+        if self._nodes is None:
+            self._nodes = list(map(attrgetter("candidate.nodes"), self._src))
+        nodes, codes = self._nodes, self._codes
+        rows = zip(map(nodes.__getitem__, idxs), map(codes.__getitem__, idxs), idxs, strict=True)
+        first = sorted(rows) if len(idxs) <= n else heapq.nsmallest(n, rows)
+        return list(map(itemgetter(2), first))
 
     def _order(self, idxs: Iterable[int]) -> list[int]:
         """Entry indices in plan order: (rule, nodes, code), ties in entry order."""
