@@ -6,8 +6,8 @@ Runs ``pipeline.fuse(verify=True, verify_mode="per-group")`` on every model of
 ../shared/models and ../shared/models/families with the bundled preset ``all`` and prints
 the status counts per model and in total, and how many groups verified against a catalog
 kernel's reference semantics, how many against a generated kernel's structural contract,
-how many failed, and how many have nothing to verify against. Rule names given as
-arguments are corrupted on
+how many failed, and how many have nothing to verify against, and the contract status
+per kernel. Rule names given as arguments are corrupted on
 purpose (the test-only hook): their groups must then come out ``failed``.
 ``--whole`` verifies each model as a whole instead (contract counts stay per group).
 """
@@ -33,6 +33,7 @@ def main() -> None:
     models = sorted([*SHARED.glob("*.onnx"), *SHARED.glob("families/*.onnx")])
     total: collections.Counter = collections.Counter()
     contracts: collections.Counter = collections.Counter()
+    by_kernel: collections.Counter = collections.Counter()
     for m in models:
         t0 = time.perf_counter()
         try:
@@ -47,6 +48,9 @@ def main() -> None:
         contracts.update(
             (g.contract.status, g.contract.verified) for g in r.plan.groups if g.contract
         )
+        by_kernel.update(
+            (g.target_op, g.contract.status if g.contract else "no-contract") for g in r.plan.groups
+        )
         counts = collections.Counter(c.status for c in checks)
         total.update(counts)
         odd = [(c.group, c.rule, c.status, c.error) for c in checks if c.status != "passed"]
@@ -55,6 +59,10 @@ def main() -> None:
     print("contracts (status, verified against the catalog kernel):")
     for (status, how), n in sorted(contracts.items()):
         print(f"  {status:13s} {how:12s} {n}")
+    print("groups per kernel (target_op: contract status):")
+    for kernel in sorted({k for k, _ in by_kernel}):
+        row = {s: n for (k, s), n in sorted(by_kernel.items()) if k == kernel}
+        print(f"  {kernel:24s} {row}")
     kinds: collections.Counter = collections.Counter()
     for (status, how), n in contracts.items():
         if status in ("bound", "structural") and how != "not at all":
