@@ -825,6 +825,9 @@ def _hub_predicates(graph: Graph, st: Structure, prog: Program) -> set[str]:
     return out
 
 
+_PAD_LAST = np.iinfo(np.int32).max  # pads a node set's sorted ranks at its end
+
+
 class _KeyRows:
     """Candidate keys ``(rule, node names, alternative)`` as rows of ints: the rule's
     rank among the rule names, each node's name rank + 1 (0 pads a shorter tuple, so a
@@ -843,7 +846,7 @@ class _KeyRows:
     ) -> None:
         n = len(keys)
         width = max((len(k[1]) for k in keys), default=0)
-        nodes = np.zeros((n, width), dtype=np.int64)
+        nodes = np.zeros((n, width), dtype=np.int32)  # name ranks < 2**31
         groups: dict[int, tuple[_Outcome, list[int], list[int]]] = {}
         for i, e in enumerate(entries):
             o = e[0]
@@ -862,20 +865,21 @@ class _KeyRows:
             rows = np.asarray(idx, dtype=np.int64)[:, None]
             at = np.asarray(vs, dtype=np.int64)[:, None] + flat[None, :]
             nodes[rows, np.arange(len(flat))[None, :]] = rank[at] + 1
-        self.rules = np.fromiter((rule_rank[k[0]] for k in keys), dtype=np.int64, count=n)
-        alts = np.fromiter((k[2] for k in keys), dtype=np.int64, count=n)
+        self.rules = np.fromiter((rule_rank[k[0]] for k in keys), dtype=np.int32, count=n)
+        alts = np.fromiter((k[2] for k in keys), dtype=np.int32, count=n)
         # key order: rule, then the node ranks column by column, then the alternative
         columns = [alts, *(nodes[:, j] for j in range(width - 1, -1, -1)), self.rules]
         self.order = np.lexsort(columns) if n else np.zeros(0, dtype=np.int64)
         # node sets: the ranks sorted, padding last
-        big = np.iinfo(np.int64).max
-        self.sets = np.sort(np.where(nodes == 0, big, nodes), axis=1)
+        nodes[nodes == 0] = _PAD_LAST
+        nodes.sort(axis=1)
+        self.sets = nodes
 
     def _set_rows(self, width: int) -> np.ndarray:
         """(rule, node set) per key, padded to ``width`` node columns."""
         sets = self.sets
         if sets.shape[1] < width:
-            pad = np.full((len(sets), width - sets.shape[1]), np.iinfo(np.int64).max)
+            pad = np.full((len(sets), width - sets.shape[1]), _PAD_LAST, dtype=np.int32)
             sets = np.hstack((sets, pad))
         return np.column_stack((self.rules, sets))
 
@@ -896,7 +900,7 @@ class _KeyRows:
         if codes is not None:
             code_id = {c: k for k, c in enumerate(sorted(set(codes)))}
             rows = np.column_stack(
-                (rows, np.fromiter((code_id[c] for c in codes), dtype=np.int64, count=n))
+                (rows, np.fromiter((code_id[c] for c in codes), dtype=np.int32, count=n))
             )
         order = self.order[keep[self.order]]
         if not len(order):
@@ -1083,14 +1087,28 @@ def _match_window(
     rank = np.empty(len(nodes), dtype=np.int64)
     rank[sorted(range(len(nodes)), key=label.__getitem__)] = np.arange(len(nodes))
     rule_rank = {name: k for k, name in enumerate(sorted(r.name for r in rules))}
-    c_keys = list(candidates)
-    c_rows = _KeyRows(c_keys, [candidates[k] for k in c_keys], rank, pos, rule_rank)
-    win = c_rows.first_per_set()
+    # rule by rule (keys of two rules never tie: the rule name comes first), in rule
+    # name order: each rule's rows are only as wide as its own keys
+    by_rule: dict[str, tuple[list[tuple], list[tuple]]] = {}
+    for key in candidates:
+        by_rule.setdefault(key[0], ([], []))[0].append(key)
+    for key in near:
+        by_rule.setdefault(key[0], ([], []))[1].append(key)
+    won: list[tuple] = []
+    near_won: list[tuple] = []
+    for name in sorted(by_rule):
+        c_keys, n_keys = by_rule[name]
+        c_rows = _KeyRows(c_keys, [candidates[k] for k in c_keys], rank, pos, rule_rank)
+        won.extend(c_keys[i] for i in c_rows.first_per_set())
+        if n_keys:
+            n_entries = [near[k][0] for k in n_keys]
+            codes = [e[4] if e[0] is None else e[0].code for e in n_entries]
+            n_rows = _KeyRows(n_keys, n_entries, rank, pos, rule_rank)
+            near_won.extend(n_keys[i] for i in n_rows.first_per_set(codes, outside=c_rows))
     final_l: list[Candidate] = []
     origins: list[tuple[int, _Outcome, int]] = []
     own: dict[int, int] = {}  # id of a representative's own candidate -> its index
-    for i in win:
-        key = c_keys[i]
+    for key in won:
         entry = candidates[key]
         o, v = entry[0], entry[1]
         if o is None:
@@ -1103,13 +1121,8 @@ def _match_window(
             origins.append((len(final_l), o, v))
         final_l.append(cand)
     final = tuple(final_l)
-    n_keys = list(near)
-    n_entries = [near[k][0] for k in n_keys]
-    codes = [e[4] if e[0] is None else e[0].code for e in n_entries]
-    n_rows = _KeyRows(n_keys, n_entries, rank, pos, rule_rank)
     near_l: list[NearMiss] = []
-    for i in n_rows.first_per_set(codes, outside=c_rows):
-        key = n_keys[i]
+    for key in near_won:
         entry, rule, combos, plans = near[key]
         o, v = entry[0], entry[1]
         if o is None:
