@@ -3,6 +3,12 @@
 * convexity of one node set: no path leaves the set and comes back;
 * cycles in the contracted graph, where each chosen group becomes one node.
 
+Edges into compile-time nodes (``Node.compile_time``: a ``Shape`` of a tensor whose shape
+is static, and the shape arithmetic after it) are not paths: a compiler folds those nodes
+to constants, so a group holding both a tensor and a Reshape/Slice whose bounds come from
+that tensor's static shape is convex. The rewrite folds such Shape nodes to constants
+(``ruleengine/rewrite/static_shapes.py``) so the fused graph has no cycle either.
+
 Both walk forward along tensor edges and prune by topological position, so a check on a
 local group touches only the nodes between its first and last node, not the whole graph.
 """
@@ -33,6 +39,7 @@ def graph_topology(graph: Graph) -> Topology:
     if hit is not None and hit[0] is graph:
         return hit[1]
     pos = {n.name: i for i, n in enumerate(graph.nodes)}
+    folded = frozenset(graph.compile_time_nodes)
     succ: dict[str, tuple[str, ...]] = {}
     for node in graph.nodes:
         out: dict[str, None] = {}
@@ -40,7 +47,7 @@ def graph_topology(graph: Graph) -> Topology:
             tensor = graph.tensors.get(t) if t else None
             if tensor is not None:
                 for consumer, _ in tensor.consumers:
-                    if consumer in pos and consumer != node.name:
+                    if consumer in pos and consumer != node.name and consumer not in folded:
                         out[consumer] = None
         succ[node.name] = tuple(out)
     topo = Topology(pos, succ, tuple(n.name for n in graph.nodes))

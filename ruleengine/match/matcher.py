@@ -237,12 +237,14 @@ _NOT_A_TENSOR = object()
 
 def _readers(graph: Graph) -> dict[str, frozenset[str] | None]:
     """Tensor -> the names of the nodes reading it; None for a graph output (it always
-    leaves the subgraph). One pass per graph, cached: every binding asks."""
+    leaves the subgraph). Compile-time readers (a Shape of a static tensor) are folded,
+    not kernels, so they do not make a tensor leave. One pass per graph, cached."""
     hit = _READERS.get(id(graph))
     if hit is not None and hit[0] is graph:
         return hit[1]
+    folded = frozenset(graph.compile_time_nodes)
     table = {
-        name: None if t.is_graph_output else frozenset(c for c, _ in t.consumers)
+        name: None if t.is_graph_output else frozenset(c for c, _ in t.consumers if c not in folded)
         for name, t in graph.tensors.items()
     }
     if len(_READERS) > 8:
@@ -406,6 +408,7 @@ def _check(
     spec = rule.subgraph
     if not spec.allow_intermediate_outputs:
         tensors = graph.tensors
+        folded = frozenset(graph.compile_time_nodes)
         for n in names:
             for t in graph.node(n).outputs:
                 tensor = tensors.get(t) if t else None
@@ -415,11 +418,11 @@ def _check(
                 for c, _ in tensor.consumers:
                     if c in inside:
                         has_inner = True
-                    else:
+                    elif c not in folded:  # a Shape of a static tensor is folded
                         has_outer = True
                 if not has_inner or not (has_outer or tensor.is_graph_output):
                     continue
-                outer = sorted({c for c, _ in tensor.consumers if c not in inside})
+                outer = sorted({c for c, _ in tensor.consumers if c not in inside | folded})
                 if outer or tensor.is_graph_output:
                     whom = (
                         f"also read by {', '.join(repr(c) for c in outer[:3])}"

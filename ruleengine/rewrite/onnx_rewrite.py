@@ -23,6 +23,7 @@ from ruleengine import __version__
 from ruleengine.errors import AutofusionError
 from ruleengine.graph.model import Graph
 from ruleengine.rewrite.model import FUSED_DOMAIN, FusedGroup
+from ruleengine.rewrite.static_shapes import fold_static_shapes
 
 MIN_IR_VERSION = 10  # function overloads and node metadata_props need IR 10
 _FLOAT_TYPES = {
@@ -167,6 +168,8 @@ def rewrite_model(
         return out
     g = out.graph
     positions = node_index(model, graph)
+    # a Shape of a static tensor made inside a group would close a cycle: fold it
+    fold_static_shapes(g, graph, (group.nodes for group in groups), positions)
     opsets = {o.domain: o.version for o in model.opset_import}
     # A model fused before already has the domain and some functions: keep them, and
     # give new functions overloads that do not collide with the existing ones.
