@@ -31,25 +31,12 @@ SIGMOID_GATED = frozenset({"Sigmoid", "HardSigmoid"})  # x * Sigmoid(x) / x * Ha
 # Key: (model file name, bar), bar one of coverage, traffic, epilogue, conv-chains.
 # Measured by bench/coverage.py; the cause is what stays outside every chosen group.
 KNOWN_SHORT: dict[tuple[str, str], str] = {
-    ("bloom-tiny.dynamo.onnx", "coverage"): (
-        "64.0% captured; BLOOM's factored tanh-GELU (0.5x(1+tanh(0.798x(1+0.0447x*x)))) is no "
-        "gelu_tanh form yet: adding it made the named FFN groups fail their kernel contract"
-    ),
-    ("bloom-tiny.ts.onnx", "coverage"): (
-        "62.5% captured; BLOOM's factored tanh-GELU is no gelu_tanh form yet (see dynamo)"
-    ),
-    ("gptj-tiny.ts.onnx", "coverage"): (
-        "79.2% captured; largest unfused edges LayerNormalization->MatMul 4%, "
-        "Slice->Slice 2%, Concat->Transpose 2%: the rotary's Reshape reads a Shape of its "
-        "own Concat, so a group holding it is not convex"
-    ),
     ("mobilevit-xxs.dynamo.onnx", "coverage"): (
-        "70.5% captured; largest unfused edges Mul->Conv 13% (an inverted residual's "
+        "74.1% captured; largest unfused edges Mul->Conv 13% (an inverted residual's "
         "activation into the next Conv: a cube chain kernel split Conv+BN+act chains)"
     ),
     ("mobilevit-xxs.ts.onnx", "coverage"): (
-        "66.0% captured; largest unfused edges Mul->Conv 13%, Transpose->Split 3%: the QKV "
-        "Split's parts feed Shape nodes (the scale), so the attention group is not convex"
+        "72.6% captured; largest unfused edges Mul->Conv 13% (as dynamo), Add->Add 2%"
     ),
     ("opt-tiny.dynamo.onnx", "coverage"): (
         "69.0% captured; largest unfused edges MatMul->Add 7%, LayerNormalization->MatMul "
@@ -59,11 +46,6 @@ KNOWN_SHORT: dict[tuple[str, str], str] = {
     ("opt-tiny.ts.onnx", "coverage"): (
         "74.1% captured; largest unfused edges MatMul->Add 8%, Add->Add 5%: norm + "
         "biased Q/K/V + attention needs 10 kernel inputs, ascend910b allows 8"
-    ),
-    ("pythia-tiny.ts.onnx", "coverage"): (
-        "62.4% captured; largest unfused edges Transpose->Slice 11%, Slice->Slice 6%: the "
-        "Q/K/V Slices' bounds come from a Shape of the head Transpose, so a group holding "
-        "both is not convex"
     ),
     ("light_bvlc_alexnet.onnx", "epilogue"): (
         "2.0% less traffic, bar 3.9%; largest unfused edges Relu->LRN 25%, LRN->MaxPool "
