@@ -348,6 +348,29 @@ STRUCTURAL_BEFORE = {
     rc = Reshape(c, hs)
     y = Transpose <perm = [0,2,1,3]> (rc)""",
     ),
+    "CubeEpilogueWindow": (
+        "float[1,4,8,8] x, float[8,4,3,3] w, float[8] b",
+        "float[1,8,4,4]",
+        "c = Conv <pads = [1,1,1,1]> (x, w, b)\n    r = Relu(c)\n"
+        "    y = MaxPool <kernel_shape = [2,2], strides = [2,2]> (r)",
+    ),
+    "CubeEpilogueLayout": (
+        "float[1,8,4,4] x, float[8,8,1,1] w, int64[5] s5, int64[4] s4",
+        "float[1,8,4,4]",
+        "c = Conv (x, w)\n    r = Relu(c)\n    v = Reshape(r, s5)\n"
+        "    t = Transpose <perm = [0,2,1,3,4]> (v)\n    y = Reshape(t, s4)",
+    ),
+    "ConcatEpilogue": (
+        "float[1,8,4,4] a, float[1,4,4,4] n, float[1,12,1,1] g",
+        "float[1,12,4,4]",
+        "f = Concat <axis = 1> (a, n)\n    m = Mul(f, g)\n    y = Relu(m)",
+    ),
+    "ConvChain": (
+        "float[1,4,8,8] x, float[8,4,1,1] w1, float[8,1,3,3] w2",
+        "float[1,8,8,8]",
+        "c1 = Conv (x, w1)\n    r1 = Relu(c1)\n"
+        "    c2 = Conv <pads = [1,1,1,1], group = 8> (r1, w2)\n    y = Relu(c2)",
+    ),
     "NormFFN": (
         "float[2,6,32] s, float[32] g, float[32] be, float[32,64] w1, float[64] b1, "
         "float[64,32] w2, float[32] b2",
@@ -366,6 +389,7 @@ CONSTS = {  # float inputs written as initializers (weights: rules match const o
     "CubePairConcat": ["w1", "w2"],
 }
 SHAPES_STRUCTURAL = {
+    "CubeEpilogueLayout": {"s5": [1, 2, 4, 4, 4], "s4": [1, 8, 4, 4]},
     "ProjectionRotary": {"hs": [1, 6, 4, 8]},
     "QkvSplitRotary": {"hs": [1, 6, 4, 24]},
     "MatMulSplitTranspose": {"s3": [1, 6, 96], "hs": [1, 6, 4, 8]},
