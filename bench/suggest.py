@@ -119,6 +119,7 @@ def own(models: list[Path]) -> list[dict]:
             }
         )
         print(f"  own {m.model}: {m.before:.1%} -> {m.after:.1%}", file=sys.stderr)
+        print("  row " + json.dumps(rows[-1]), file=sys.stderr)  # kept if a run is cut short
     return rows
 
 
@@ -154,6 +155,7 @@ def cross(models: list[Path]) -> list[dict]:
                     f"  cross {source.name} -> {other.name}: {before:.1%} -> {after:.1%}",
                     file=sys.stderr,
                 )
+                print("  row " + json.dumps(rows[-1]), file=sys.stderr)
     return rows
 
 
