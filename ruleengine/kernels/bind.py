@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ruleengine.graph.model import Graph
+from ruleengine.kernels.catalog import at_opset
 from ruleengine.kernels.model import Binding, Catalog, Contract, Form, KernelEntry
 from ruleengine.rules.model import Rule
 
@@ -281,6 +282,9 @@ def bind(graph: Graph, group: Any, rule: Rule, entry: KernelEntry) -> tuple[Call
             problems.append(f"its body needs opset {form.min_opset}, the model has {graph.opset}")
         attrs, contradictions = attribute_values(graph, nodes, rule, entry, form)
         problems += contradictions
+        if graph.opset >= form.min_opset:
+            form, invalid = at_opset(form, graph.opset, dict(attrs))
+            problems += invalid
         if entry.outputs is not None:
             missing = [t for t in group.outputs if t not in outs.values()]
             if missing:

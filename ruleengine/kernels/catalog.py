@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -96,13 +96,117 @@ def _first_versions() -> dict[str, int]:
     return first
 
 
+@functools.cache
+def _attribute_since(op: str, attribute: str) -> int:
+    """The first default-domain opset whose ``op`` has ``attribute`` (1: unknown op, or
+    an attribute no version has, which onnx.parser and the checker report themselves)."""
+    import onnx.defs
+
+    versions = [
+        s.since_version
+        for s in onnx.defs.get_all_schemas_with_history()
+        if s.name == op and s.domain in ("", "ai.onnx") and attribute in s.attributes
+    ]
+    return min(versions, default=1)
+
+
 def _min_opset(blob: bytes) -> int:
+    """The first opset the body is valid at: every op it uses exists, and every attribute
+    it sets to a literal value is one that op has (MaxPool's ``dilations`` is new in
+    opset 10). Attributes referring to a kernel attribute (``@name``) do not count: a
+    call that does not carry the attribute drops them (``at_opset``)."""
     import onnx
 
     fn = onnx.FunctionProto()
     fn.ParseFromString(blob)
     first = {**_first_versions(), **LOWERED}
-    return max([1, *(first.get(n.op_type, 1) for n in fn.node if n.domain in ("", "ai.onnx"))])
+    needs = [1]
+    for n in fn.node:
+        if n.domain not in ("", "ai.onnx"):
+            continue
+        needs.append(first.get(n.op_type, 1))
+        needs += [_attribute_since(n.op_type, a.name) for a in n.attribute if not a.ref_attr_name]
+    return max(needs)
+
+
+@functools.cache
+def _schema_attributes(op: str, opset: int) -> frozenset[str] | None:
+    import onnx.defs
+
+    try:
+        return frozenset(onnx.defs.get_schema(op, opset, "").attributes)
+    except Exception:  # noqa: BLE001 - onnx raises SchemaError: the op is not at that opset
+        return None
+
+
+@functools.cache
+def _newest_default(op: str, attribute: str) -> Any:
+    """The default of ``op``'s ``attribute`` in its newest schema (None: no default)."""
+    import onnx.defs
+    import onnx.helper
+
+    try:
+        a = onnx.defs.get_schema(op, "").attributes.get(attribute)
+    except Exception:  # noqa: BLE001 - unknown op
+        return None
+    if a is None or not a.default_value.name:
+        return None
+    value = onnx.helper.get_attribute_value(a.default_value)
+    return value.decode() if isinstance(value, bytes) else value
+
+
+def _is_implied(op: str, attribute: str, value: Any) -> bool:
+    """``value`` is what ``op`` computes when ``attribute`` is absent: its newest schema's
+    default, or dilations of 1 along every axis (the graph loader writes these implied
+    values on every node, whatever its opset)."""
+    if value is None:
+        return True
+    if attribute == "dilations" and isinstance(value, (list, tuple)):
+        return all(int(v) == 1 for v in value)
+    default = _newest_default(op, attribute)
+    if isinstance(value, (list, tuple)) or isinstance(default, (list, tuple)):
+        return default is not None and list(value) == list(default)
+    return default is not None and value == default
+
+
+def at_opset(form: Form, opset: int, carried: Mapping[str, Any]) -> tuple[Form, list[str]]:
+    """``form`` as a body valid at ``opset``. An attribute the op does not have at that
+    opset (MaxPool's ``dilations`` and ``ceil_mode`` before opset 10) is dropped when it
+    refers to a kernel attribute whose value in the call (``carried``) is the one absence
+    means (not carried, or the op's default); a call asking for another value, or a
+    literal one, is a problem: the form does not fit."""
+    import onnx
+
+    fn = onnx.FunctionProto()
+    fn.ParseFromString(form.function)
+    problems: list[str] = []
+    changed = False
+    for n in fn.node:
+        if n.domain not in ("", "ai.onnx") or n.op_type in LOWERED:
+            continue
+        known = _schema_attributes(n.op_type, opset)
+        if known is None:
+            continue  # an op the opset lacks: min_opset says so
+        drop = []
+        for i, a in enumerate(n.attribute):
+            if a.name in known:
+                continue
+            if a.ref_attr_name and _is_implied(n.op_type, a.name, carried.get(a.ref_attr_name)):
+                drop.append(i)
+            else:
+                what = f"@{a.ref_attr_name}" if a.ref_attr_name else "a literal value"
+                problems.append(
+                    f"its body sets {n.op_type} {a.name} ({what}), which {n.op_type} does not "
+                    f"have at the model's opset {opset}"
+                )
+        for i in reversed(drop):
+            del n.attribute[i]
+        changed = changed or bool(drop)
+    if problems or not changed:
+        return form, problems
+    from dataclasses import replace
+
+    return replace(form, function=fn.SerializeToString()), []
 
 
 def _error(message: str, where: Location | None, hint: str | None = None) -> CatalogError:

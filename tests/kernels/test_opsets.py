@@ -1,0 +1,156 @@
+"""A reference form's body must be valid at the model's opset: the light CNNs shipped in
+the onnx package (opset 9, Caffe2-era exports) fuse, pass onnx.checker and verify; a form
+setting an attribute the op lacks at the model's opset is caught by the catalog's opset
+check (a literal value: the form's min_opset; a value the call asks for: at bind time)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnx.numpy_helper
+import pytest
+from onnx import TensorProto, helper
+
+from ruleengine.kernels.catalog import at_opset, bundled_catalog, load_entry
+from ruleengine.pipeline import fuse, write_outputs
+
+LIGHT = Path(os.path.dirname(onnx.__file__)) / "backend" / "test" / "data" / "light"
+
+
+@pytest.mark.parametrize(
+    "name", ["bvlc_alexnet", "squeezenet", "densenet121", "shufflenet", "vgg19"]
+)
+def test_light_cnn_fuses_verifies_and_passes_the_checker(name, tmp_path):
+    """alexnet/squeezenet: ConvReluMaxPool at opset 9 (MaxPool has no dilations or
+    ceil_mode); densenet121: BN + explicit Mul/Add affine + Relu; shufflenet: Conv + BN +
+    Sum + Relu; vgg19: Gemm + Relu."""
+    path = LIGHT / f"light_{name}.onnx"
+    if not path.is_file():
+        pytest.skip(f"{path} not shipped by this onnx")
+    result = fuse(path, verify=True, verify_mode="whole")
+    groups = result.plan.groups
+    assert groups
+    unfit = [
+        (g.rule, g.contract.status, g.contract.reason)
+        for g in groups
+        if g.contract.status not in ("bound", "structural")
+    ]
+    assert unfit == []
+    assert result.plan.verification.ok, result.plan.verification
+    write_outputs(result, tmp_path)  # onnx.checker (full) on the written model
+    onnx.checker.check_model(str(tmp_path / result.fused_name), full_check=True)
+
+
+def _conv_relu_maxpool(opset: int, tmp: Path) -> Path:
+    rng = np.random.default_rng(0)
+    w = onnx.numpy_helper.from_array(rng.standard_normal((8, 4, 3, 3)).astype(np.float32), "w")
+    b = onnx.numpy_helper.from_array(rng.standard_normal(8).astype(np.float32), "b")
+    nodes = [
+        helper.make_node("Conv", ["x", "w", "b"], ["c"], kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["c"], ["r"]),
+        helper.make_node("MaxPool", ["r"], ["y"], kernel_shape=[2, 2], strides=[2, 2]),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "stem",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 8, 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 8, 4, 4])],
+        [w, b],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    model.ir_version = 4
+    onnx.checker.check_model(model, full_check=True)
+    path = tmp / f"stem{opset}.onnx"
+    onnx.save(model, str(path))
+    return path
+
+
+def test_bundled_form_drops_attributes_the_old_opset_lacks(tmp_path):
+    """At opset 9 the ConvReluMaxPool body's MaxPool writes no dilations/ceil_mode (the
+    call carries none but the implied ones); at opset 13 it keeps them."""
+    for opset, present in ((9, False), (13, True)):
+        path = _conv_relu_maxpool(opset, tmp_path)
+        result = fuse(path, enable=["conv_relu_maxpool"], verify=True, verify_mode="whole")
+        (group,) = result.plan.groups
+        assert group.contract.status == "bound", group.contract.reason
+        assert result.plan.verification.ok
+        fn = next(f for f in result.fused_model.functions if f.name == "ConvReluMaxPool")
+        pool = next(n for n in fn.node if n.op_type == "MaxPool")
+        names = {a.name for a in pool.attribute}
+        assert ("dilations" in names) is present and ("ceil_mode" in names) is present
+        onnx.checker.check_model(result.fused_model, full_check=True)
+
+
+LITERAL = """kernel: ConvReluMaxPool
+version: 1
+inputs:
+- {name: X, bind: {op: Conv, input: 0}}
+- {name: W, bind: {op: Conv, input: 1}}
+- {name: B, optional: true, bind: {op: Conv, input: 2}}
+outputs:
+- {name: Y, bind: {op: MaxPool, output: 0}}
+attributes:
+  activation: {type: string, values: [relu], default: relu}
+  pooling: {type: string, values: [max], default: max}
+  pool_dilations: {type: ints, from: {op: MaxPool, attribute: dilations}}
+forms:
+- name: literal_dilations
+  ops: [Conv, Relu, MaxPool]
+  function: |
+    (X, W, B) => (Y) {
+      c = Conv <pads = [1, 1, 1, 1]> (X, W, B)
+      r = Relu(c)
+      Y = MaxPool <kernel_shape = [2, 2], strides = [2, 2], dilations = [1, 1]> (r)
+    }
+"""
+
+
+def test_catalog_opset_check_catches_a_literal_attribute_the_opset_lacks(tmp_path):
+    """A literal MaxPool dilations makes the form need opset 10: an opset-9 model's group
+    does not fit (AF406, --safe drops it), an opset-13 model's binds."""
+    folder = tmp_path / "kernels"
+    folder.mkdir()
+    (folder / "ConvReluMaxPool.yaml").write_text(LITERAL)
+    (form,) = load_entry(folder / "ConvReluMaxPool.yaml").forms
+    assert form.min_opset == 10
+    old = fuse(
+        _conv_relu_maxpool(9, tmp_path),
+        enable=["conv_relu_maxpool"],
+        kernels=[folder],
+        verify=True,
+        verify_mode="whole",
+    )
+    (group,) = old.plan.groups
+    assert group.contract.status == "unbound"
+    assert "needs opset 10, the model has 9" in group.contract.reason
+    assert not old.plan.verification.ok
+    new = fuse(
+        _conv_relu_maxpool(13, tmp_path),
+        enable=["conv_relu_maxpool"],
+        kernels=[folder],
+        verify=True,
+        verify_mode="whole",
+    )
+    assert new.plan.groups[0].contract.status == "bound"
+    assert new.plan.verification.ok
+
+
+def test_a_call_asking_for_an_attribute_the_opset_lacks_does_not_fit():
+    """The bundled form at opset 9: implied values are dropped, others are a problem."""
+    form = next(
+        f for f in bundled_catalog().get("ConvReluMaxPool").forms if f.name == "conv_relu_maxpool"
+    )
+    assert form.min_opset == 1  # attributes referring to the call's are not literal
+    kept, problems = at_opset(form, 9, {"pool_dilations": [1, 1], "pool_ceil_mode": 0})
+    assert problems == []
+    pool = next(
+        n for n in onnx.FunctionProto.FromString(kept.function).node if n.op_type == "MaxPool"
+    )
+    assert {"dilations", "ceil_mode"}.isdisjoint(a.name for a in pool.attribute)
+    _, problems = at_opset(form, 9, {"pool_dilations": [2, 2]})
+    assert problems and "MaxPool dilations" in problems[0] and "opset 9" in problems[0]
+    same, problems = at_opset(form, 10, {"pool_dilations": [2, 2]})
+    assert problems == [] and same is form
