@@ -127,7 +127,7 @@ def match_command(
         warn_inputs(graph, rule_set)
         result = find_candidates(graph, rule_set)
         if fmt is Format.json:
-            from ruleengine.rewrite.emit import json_bytes
+            from ruleengine.jsontext import json_bytes
 
             # large documents one record per line through json's C encoder (indent=2
             # makes json use its pure-Python encoder: 1.3 s at 1024 layers)

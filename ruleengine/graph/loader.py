@@ -15,17 +15,20 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import onnx
-from onnx import AttributeProto, TensorProto, helper, numpy_helper
 
 from ruleengine.diagnostics.model import Diagnostic, Location, Severity
 from ruleengine.errors import GraphLoadError
+from ruleengine.graph import onnxlite
 from ruleengine.graph.model import Graph, Node, Tensor
+from ruleengine.graph.onnxlite import AttributeProto, GraphProto, ModelProto, TensorProto
 from ruleengine.graph.propagate import TypeReader, resolve_shapes
 from ruleengine.runtime import paused_gc, release_memory
+
+if TYPE_CHECKING:
+    import onnx
 
 # Constant tensors with at most this many elements keep their values (for param checks).
 SMALL_CONST_NUMEL = 64
@@ -73,7 +76,7 @@ def _dtype_name(elem_type: int) -> str | None:
     if not elem_type:
         return None
     try:
-        return helper.tensor_dtype_to_np_dtype(elem_type).name
+        return onnxlite.np_dtype(elem_type).name
     except Exception:  # noqa: BLE001 - exotic types (float8, int4) have no numpy dtype
         name = TensorProto.DataType.Name(elem_type).lower()
         return {"float8e4m3fn": "float8e4m3fn"}.get(name, name)
@@ -103,11 +106,11 @@ def read_model(path: Path) -> onnx.ModelProto:
     check_input_file(path, "model", GraphLoadError)
     try:
         try:
-            model = onnx.load(str(path), format="protobuf", load_external_data=False)
+            model = onnxlite.parse_model(path.read_bytes())
         except Exception:  # noqa: BLE001 - not binary: a text format named by its suffix?
             if path.suffix.lower() not in _TEXT_SUFFIXES:
                 raise
-            model = onnx.load(str(path), load_external_data=False)
+            model = onnxlite.full().load(str(path), load_external_data=False)
     except Exception as exc:  # noqa: BLE001 - protobuf raises many kinds
         raise _fail(
             "unreadable",
@@ -262,7 +265,7 @@ def _py(value: Any) -> Any:
         if arr is not None:
             return tuple(arr.reshape(-1).tolist())
         return f"<tensor {_dtype_name(value.data_type)} {tuple(value.dims)}>"
-    if isinstance(value, onnx.GraphProto):
+    if isinstance(value, GraphProto):
         return f"<graph {value.name}>"
     return value
 
@@ -272,14 +275,14 @@ def _small_array(t: TensorProto) -> np.ndarray | None:
     if numel > SMALL_CONST_NUMEL or t.data_location == TensorProto.EXTERNAL:
         return None
     try:
-        return numpy_helper.to_array(t)
+        return onnxlite.to_array(t)
     except Exception:  # noqa: BLE001 - exotic dtypes: no value, still a tensor
         return None
 
 
 def _attr_value(a: AttributeProto) -> Any:
     try:
-        return _py(helper.get_attribute_value(a))
+        return _py(onnxlite.attribute_value(a))
     except Exception:  # noqa: BLE001
         return None
 
@@ -291,13 +294,13 @@ def _schema_defaults(op_type: str, domain: str, opset: int) -> dict[str, Any]:
 @functools.cache
 def _schema_defaults_cached(op_type: str, domain: str, opset: int) -> dict[str, Any]:
     try:
-        schema = onnx.defs.get_schema(op_type, opset, domain)
+        schema = onnxlite.get_schema(op_type, opset, domain)
     except Exception:  # noqa: BLE001 - unknown op: no defaults
         return {}
     out: dict[str, Any] = {}
     for name, attr in schema.attributes.items():
-        dv = attr.default_value
-        if dv is not None and dv.type != AttributeProto.UNDEFINED:
+        dv = onnxlite.attribute_default(attr)
+        if dv.type != AttributeProto.UNDEFINED:
             out[name] = _attr_value(dv)
     return out
 
@@ -483,7 +486,7 @@ def _build(
     if owned:
         model_copy = model
     else:
-        model_copy = onnx.ModelProto()
+        model_copy = ModelProto()
         model_copy.CopyFrom(model)
     del model  # from here on, only the (bound, stripped) copy
     implied = _bind_input_shapes(model_copy, dict(input_shapes or {}), where)

@@ -20,11 +20,15 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import onnx
-from onnx import TensorProto, helper, numpy_helper
+
+from ruleengine.graph import onnxlite
+from ruleengine.graph.onnxlite import TensorProto
+
+if TYPE_CHECKING:
+    import onnx
 
 # Values of at most this many elements are computed and kept (shape vectors, masks of
 # tiny graphs stay out: their shapes come from ONNX once the vectors are known).
@@ -35,7 +39,7 @@ Value = np.ndarray
 
 
 def _attrs(node: onnx.NodeProto) -> dict[str, Any]:
-    return {a.name: helper.get_attribute_value(a) for a in node.attribute}
+    return {a.name: onnxlite.attribute_value(a) for a in node.attribute}
 
 
 def _axis_list(v: Any) -> list[int]:
@@ -43,7 +47,7 @@ def _axis_list(v: Any) -> list[int]:
 
 
 def _np_dtype(elem: int) -> Any:
-    return helper.tensor_dtype_to_np_dtype(elem)
+    return onnxlite.np_dtype(elem)
 
 
 def _shape_op(x_shape: tuple, attrs: dict[str, Any]) -> Value | None:
@@ -135,7 +139,7 @@ def _range(ins: list[Value], attrs: dict[str, Any]) -> Value:
 
 def _const_of_shape(ins: list[Value], attrs: dict[str, Any]) -> Value:
     fill = attrs.get("value")
-    arr = numpy_helper.to_array(fill).reshape(-1) if fill is not None else np.zeros(1, np.float32)
+    arr = onnxlite.to_array(fill).reshape(-1) if fill is not None else np.zeros(1, np.float32)
     return np.full(_axis_list(ins[0]), arr[0], dtype=arr.dtype)
 
 
@@ -273,7 +277,7 @@ def _inline_value(t: TensorProto) -> Value | None:
     if numel > VALUE_NUMEL or t.data_location == TensorProto.EXTERNAL:
         return None
     try:
-        return numpy_helper.to_array(t)
+        return onnxlite.to_array(t)
     except Exception:  # noqa: BLE001 - exotic dtypes: no value
         return None
 
@@ -363,7 +367,7 @@ def infer(model: onnx.ModelProto) -> onnx.ModelProto:
     Gather -> Concat) is used only when a graph input has a symbolic dim: the value pass
     below covers static inputs, and data propagation peaks at several times the graph's
     memory on LLM-size models (docs/shapes.md)."""
-    return onnx.shape_inference.infer_shapes(model, data_prop=_symbolic_inputs(model))
+    return onnxlite.infer_shapes(model, data_prop=_symbolic_inputs(model))
 
 
 class TypeReader:
@@ -413,7 +417,7 @@ def _infer_with_values(model: onnx.ModelProto, inline: Mapping[int, Value]) -> o
         for k, v in inline.items():
             saved[k] = TensorProto()
             saved[k].CopyFrom(inits[k])
-            inits[k].CopyFrom(numpy_helper.from_array(np.asarray(v), inits[k].name))
+            inits[k].CopyFrom(onnxlite.from_array(np.asarray(v), inits[k].name))
         return infer(model)
     finally:
         for k, tp in saved.items():
@@ -470,7 +474,7 @@ def resolve_shapes(
                 for t in node.input:
                     if t in init_types and t not in types:
                         elem, dims = init_types[t]
-                        types[t] = helper.make_tensor_type_proto(elem, list(dims))
+                        types[t] = onnxlite.tensor_type_proto(elem, list(dims))
                 improved += _reinfer(node, types, shapes, values, protos, imports, opset)
             if len(node.output) == 1:
                 v = _node_value(node, values, shapes, opset)
@@ -498,7 +502,7 @@ def _reinfer(
     """ONNX's inference of one node, given its inputs' current types and known values;
     keeps an output's new type when it knows more dims. Returns how many improved."""
     try:
-        schema = onnx.defs.get_schema(node.op_type, opset, node.domain)
+        schema = onnxlite.get_schema(node.op_type, opset, node.domain)
     except Exception:  # noqa: BLE001 - unknown op (or a model-local function)
         return 0
     in_types = {t: types[t] for t in node.input if t and t in types}
@@ -507,12 +511,10 @@ def _reinfer(
         if t and t in values:
             tp = protos.get(t)
             if tp is None:
-                tp = protos[t] = numpy_helper.from_array(np.array(values[t], order="C"), t)
+                tp = protos[t] = onnxlite.from_array(np.array(values[t], order="C"), t)
             data[t] = tp
     try:
-        out = onnx.shape_inference.infer_node_outputs(
-            schema, node, in_types, data, opset_imports=imports
-        )
+        out = onnxlite.infer_node_outputs(schema, node, in_types, data, imports)
     except Exception:  # noqa: BLE001 - inconsistent inputs: keep what we have
         return 0
     n = 0

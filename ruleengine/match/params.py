@@ -11,8 +11,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import onnx
-
+from ruleengine.graph import onnxlite
 from ruleengine.graph.model import Graph, Node, Tensor
 from ruleengine.graph.shapes import broadcast_compatible
 from ruleengine.ops.composites import CompositeForm, composites
@@ -75,7 +74,7 @@ def values_equal(want: Any, have: Any) -> bool:
 
 def _schema_has_attr(node: Node, name: str, opset: int) -> bool:
     try:
-        return name in onnx.defs.get_schema(node.op_type, opset, node.domain).attributes
+        return name in onnxlite.get_schema(node.op_type, opset, node.domain).attributes
     except Exception:  # noqa: BLE001
         return False
 

@@ -118,14 +118,14 @@ class OnnxOpInfo:
 @cache
 def onnx_ops() -> Mapping[str, OnnxOpInfo]:
     """Every ONNX op of the default domain, attributes unioned over all opset versions."""
-    import onnx.defs
+    from ruleengine.graph.onnxlite import all_schemas_with_history  # no `import onnx`
 
     attrs: dict[str, set[str]] = {}
     max_in: dict[str, int] = {}
     max_out: dict[str, int] = {}
     min_in: dict[str, int] = {}
     types: dict[str, dict[str, str]] = {}
-    schemas = [s for s in onnx.defs.get_all_schemas_with_history() if s.domain in ("", "ai.onnx")]
+    schemas = [s for s in all_schemas_with_history() if s.domain in ("", "ai.onnx")]
     # Attributes dropped before opset 6 (consumed_inputs, ...) are not worth suggesting.
     modern = {s.name for s in schemas if s.since_version >= 6}
     for schema in sorted(schemas, key=lambda x: (x.name, x.since_version)):
