@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 import heapq
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from types import MappingProxyType
@@ -361,22 +361,26 @@ def _toposort(names: list[str], edges: dict[int, set[int]], indeg: list[int]) ->
     return order
 
 
-def _unique_names(nodes: Iterable[onnx.NodeProto]) -> tuple[list[str], list[tuple[str, str]]]:
+def _unique_names(
+    src_names: Sequence[str], op_types: Sequence[str]
+) -> tuple[list[str], list[tuple[str, str]]]:
     """Unnamed nodes get ``<op_type>_<index>``; a repeated name gets ``__<k>`` appended."""
-    protos = list(nodes)
-    taken = {n.name for n in protos if n.name}
+    taken = set(src_names)
+    taken.discard("")
+    if len(taken) == len(src_names):  # every node named, no name twice: all kept
+        return list(src_names), []
     seen: set[str] = set()
     names: list[str] = []
     renamed: list[tuple[str, str]] = []
-    for i, n in enumerate(protos):
-        base = n.name or f"{n.op_type}_{i}"
+    for i, src in enumerate(src_names):
+        base = src or f"{op_types[i]}_{i}"
         name, k = base, 1
-        if name in seen or (not n.name and name in taken):
+        if name in seen or (not src and name in taken):
             while name in seen or name in taken:
                 k += 1
                 name = f"{base}__{k}"
-        if n.name and name != n.name:
-            renamed.append((n.name, name))
+        if src and name != src:
+            renamed.append((src, name))
         seen.add(name)
         names.append(name)
     return names, renamed
@@ -554,7 +558,7 @@ def _build(
     dom_l = [n.domain or "" for n in protos]
     attr_l = [list(n.attribute) for n in protos]
     src_names = [n.name for n in protos]
-    names, renamed = _unique_names(protos)
+    names, renamed = _unique_names(src_names, ops_l)
     # Nodes sharing a name are never fused: the plan and the fused model name nodes by
     # their name in the model, and a made-up one (name__2) would point at nothing.
     shared = {old for old, _ in renamed}
@@ -595,6 +599,7 @@ def _build(
     consumers: dict[str, list[tuple[str, int]]] = {}
     edges: dict[int, set[int]] = {}
     indeg = [0] * len(protos)
+    forward = True  # every edge from an earlier node to a later one: the file's order
     opaque: list[bool] = []
     graph_attrs = (AttributeProto.GRAPH, AttributeProto.GRAPHS)
     for i in range(len(protos)):
@@ -641,6 +646,8 @@ def _build(
                         where,
                         "ONNX graphs must be acyclic",
                     )
+                if j > i:
+                    forward = False
                 succ = edges.get(j)
                 if succ is None:
                     edges[j] = {i}
@@ -648,7 +655,8 @@ def _build(
                 elif i not in succ:
                     succ.add(i)
                     indeg[i] += 1
-    order = _toposort(names, edges, indeg)
+    # Kahn's algorithm picking the lowest index gives the file's order when it is one
+    order = list(range(len(protos))) if forward else _toposort(names, edges, indeg)
     if len(order) != len(protos):
         stuck = sorted(set(range(len(protos))) - set(order))
         listed = ", ".join(repr(names[i]) for i in stuck[:6])
