@@ -170,7 +170,8 @@ def suggest(
     drafts, twins = _distinct(drafts, rules, preset)
     dropped += twins
     drafts = [_with_kernel(d, graphs) for d in drafts]
-    report = _measure_after(baseline, drafts, rules, preset, target, dims, note)
+    drafts, pruned, report = _measure_after(baseline, drafts, rules, preset, target, dims, note)
+    dropped += pruned
     return Suggestion(tuple(drafts), tuple(dropped), report, target)
 
 
@@ -364,36 +365,111 @@ def _display_names(models: Sequence[str | Path]) -> list[str]:
     return [f"{p.parent.name}/{p.name}" if names.count(p.name) > 1 else p.name for p in paths]
 
 
+# Drafted rules may match node sets outside the partition they were drafted from (a
+# generalized pattern, another layer's variant), and the selection stage picks such groups
+# where they save more net bytes, even when they capture fewer fusable bytes. Each round,
+# the drafted rule whose removal raises coverage most (summed over the models) is left
+# out, decided by the real selection stage over the real candidates; at most this many.
+PRUNE_ROUNDS = 12
+
+
 def _measure_after(  # noqa: ANN001
     baseline, drafts, rules, preset, target, dims, note
-) -> tuple[ModelCoverage, ...]:
-    """Run the pipeline again with the drafted rules beside the given ones."""
+) -> tuple[list[DraftRule], list[tuple[str, str]], tuple[ModelCoverage, ...]]:
+    """Run the pipeline again with the drafted rules beside the given ones; drafted rules
+    that lower coverage (``_prune``) are left out and the pipeline run again without them."""
     from ruleengine import coverage
+
+    analyses = _analyses(baseline, drafts, rules, preset, target, dims, note)
+    drafts, pruned = _prune(drafts, analyses, [b[1] for b in baseline])
+    if pruned:
+        note("measuring again without the rules that lower coverage")
+        analyses = _analyses(baseline, drafts, rules, preset, target, dims, note)
+    suggested = {d.name for d in drafts}
+    out = []
+    for (_path, name, before, reach, ceilings, bound), analysis in zip(
+        baseline, analyses, strict=True
+    ):
+        chosen = analysis.resolution.chosen
+        after = coverage.measure(analysis.graph, [sc.candidate.nodes for sc in chosen])
+        out.append(
+            ModelCoverage(
+                name,
+                before.fusable_bytes,
+                before.coverage,
+                after.coverage,
+                reach,
+                *ceilings,
+                bound=bound,
+                groups_after=len(chosen),
+                suggested_groups=sum(1 for sc in chosen if sc.candidate.rule in suggested),
+                unknown_edges=before.unknown_edges,
+            )
+        )
+    return drafts, pruned, tuple(out)
+
+
+def _analyses(baseline, drafts, rules, preset, target, dims, note) -> list:  # noqa: ANN001
     from ruleengine.pipeline import analyze
 
-    suggested = {d.name for d in drafts}
     out = []
     with tempfile.TemporaryDirectory(prefix="autofusion-suggest-") as tmp:
         for d in drafts:
             (Path(tmp) / f"{d.name}.yaml").write_text(d.text, encoding="utf-8")
         extra = [tmp] if drafts else []
-        for path, name, before, reach, ceilings, bound in baseline:
+        for path, name, *_ in baseline:
             note(f"measuring {name} with the suggested rules")
-            analysis = analyze(path, [*rules, *extra], preset=preset, target=target, dims=dims)
-            chosen = analysis.resolution.chosen
-            after = coverage.measure(analysis.graph, [sc.candidate.nodes for sc in chosen])
-            out.append(
-                ModelCoverage(
-                    name,
-                    before.fusable_bytes,
-                    before.coverage,
-                    after.coverage,
-                    reach,
-                    *ceilings,
-                    bound=bound,
-                    groups_after=len(chosen),
-                    suggested_groups=sum(1 for sc in chosen if sc.candidate.rule in suggested),
-                    unknown_edges=before.unknown_edges,
-                )
-            )
-    return tuple(out)
+            out.append(analyze(path, [*rules, *extra], preset=preset, target=target, dims=dims))
+    return out
+
+
+def _prune(  # noqa: ANN001
+    drafts: list[DraftRule], analyses, models: list[str]
+) -> tuple[list[DraftRule], list[tuple[str, str]]]:
+    """Leave out the drafted rules that lower coverage: each round, the selection stage is
+    run (``resolve``, as the pipeline runs it) over every model's scored candidates minus
+    one drafted rule's, for each drafted rule with a chosen group; the rule whose removal
+    captures the most fusable bytes more (coverage summed over the models) is dropped.
+    Exact for what it tries: match and cost do not depend on the other rules (the
+    pipeline is run again without the dropped rules all the same)."""
+    from ruleengine import coverage
+    from ruleengine.resolve import resolve
+
+    edges = [coverage.fusable_edges(a.graph) for a in analyses]
+    out: set[str] = set()
+    dropped: list[tuple[str, str]] = []
+
+    def select(without: frozenset[str]) -> tuple[list[float], set[str]]:
+        shares, rules = [], set()
+        for a, e in zip(analyses, edges, strict=True):
+            if not without:
+                chosen = a.resolution.chosen
+            else:
+                kept = [sc for sc in a.scored if sc.candidate.rule not in without]
+                chosen = resolve(a.graph, kept).chosen
+            rules.update(sc.candidate.rule for sc in chosen)
+            shares.append(coverage.measure(a.graph, [sc.candidate.nodes for sc in chosen], e))
+        return [m.coverage for m in shares], rules
+
+    now, used = select(frozenset())
+    for _ in range(PRUNE_ROUNDS):
+        best: tuple[float, str, list[float], set[str]] | None = None
+        for d in drafts:
+            if d.name in out or d.name not in used:
+                continue
+            trial, trial_used = select(frozenset({*out, d.name}))
+            gain = sum(trial) - sum(now)
+            if gain > 1e-9 and (best is None or gain > best[0]):
+                best = (gain, d.name, trial, trial_used)
+        if best is None:
+            break
+        _, name, trial, trial_used = best
+        lost = ", ".join(
+            f"{m}: {n:.1%} with it, {t:.1%} without"
+            for m, n, t in zip(models, now, trial, strict=True)
+            if t != n
+        )
+        dropped.append((name, f"lowers coverage: its groups win on net bytes ({lost})"))
+        out.add(name)
+        now, used = trial, trial_used
+    return [d for d in drafts if d.name not in out], dropped

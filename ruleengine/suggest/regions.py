@@ -110,8 +110,8 @@ def search_regions(
     wider = [by_nodes[k.nodes] for k in pool.kernels]
     wider += [k for k in rival_kernels if k.nodes not in {w.nodes for w in wider}]
 
-    def selected(p: Partition) -> int:
-        offered = {k.nodes: k for k in (*rival_kernels, *compact_kernels, *p.kernels)}
+    def selected(p: Partition, compact: Sequence[Kernel] = compact_kernels) -> int:
+        offered = {k.nodes: k for k in (*rival_kernels, *compact, *p.kernels)}
         offered = {nodes: by_nodes.get(nodes, k) for nodes, k in offered.items()}
         picked = best_partition(
             graph,
@@ -139,8 +139,24 @@ def search_regions(
         for m in MIX
     ]
     options += [ceiling, selectable]
-    scores = [selected(p) for p in options]
-    best = max(range(len(options)), key=lambda i: (scores[i], -i))
+
+    # each option with every compact group offered too, with those apart from its own
+    # new groups (disjoint or equal), and with none: a compact group can split a drafting
+    # group and win the selection on net bytes while capturing less; then fewer compact
+    # regions are drafted (ties keep more: they carry across exporters)
+    def apart(p: Partition) -> list[Kernel]:
+        mine = [k.nodes for k in p.kernels if k.nodes not in kept]
+        return [k for k in compact_kernels if all(k.nodes == g or not k.nodes & g for g in mine)]
+
+    trials = []
+    for i, p in enumerate(options):
+        near = apart(p)
+        trials += [(selected(p), 2, -i, compact_kernels), (selected(p, ()), 0, -i, [])]
+        if len(near) < len(compact_kernels):
+            trials.append((selected(p, near), 1, -i, near))
+    score, _, best, compact_used = max(trials, key=lambda t: t[:3])
+    best = -best
+    compact_used = {k.nodes for k in compact_used}
 
     def regions(p: Partition, cap: int | None = None) -> tuple[Region, ...]:
         return tuple(
@@ -153,11 +169,18 @@ def search_regions(
 
     return RegionSearch(
         regions(options[best]),
-        tuple(dict.fromkeys(r for p, cap in compacts for r in regions(p, cap))),
+        tuple(
+            dict.fromkeys(
+                r
+                for p, cap in compacts
+                for r in regions(p, cap)
+                if frozenset(r.nodes) in compact_used
+            )
+        ),
         ceiling,
         selectable,
         options[best],
-        scores[best],
+        score,
         pool,
     )
 

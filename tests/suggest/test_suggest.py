@@ -477,3 +477,45 @@ def test_pool_grows_past_the_op_cap_while_the_budget_lasts(tmp_path):
     assert frozenset("abcde") in {k.nodes for k in pool.kernels}
     short = kernel_pool(graph, target, edges, max_ops=2, max_sets=5)
     assert not short.complete and short.capped == "5 sets"
+
+
+_CUBE_PAIR = """name: {name}
+match:
+  ops:
+    - type: MatMul
+    - type: {second}
+      input_sources:
+        input0:
+          from_op: 0
+rewrite:
+  target_op: {target}
+"""
+
+
+def test_a_drafted_rule_that_lowers_coverage_is_left_out(tmp_path):
+    """A drafted rule whose groups win the selection on net bytes but capture no fusable
+    bytes (MatMul -> MatMul: cube -> cube) is dropped; the one it beat is kept, and the
+    selection then captures the MatMul -> Relu edge."""
+    from ruleengine.pipeline import analyze
+    from ruleengine.suggest import Cluster, DraftRule, _prune
+
+    text = (
+        '<ir_version: 8, opset_import: ["" : 17]>\n'
+        "g (float[64,256] x, float[256,1024] W_a, float[1024,64] W_b) => (float[64,64] y)\n"
+        "{\n  [mm1] h = MatMul (x, W_a)\n  [mm2] k = MatMul (h, W_b)\n  [act] y = Relu (k)\n}\n"
+    )
+    model = save(text, tmp_path / "m.onnx")
+    drafts = []
+    for name, second, target in (
+        ("draft_cube_pair", "MatMul", "DraftCubePair"),
+        ("draft_cube_relu", "Relu", "DraftCubeRelu"),
+    ):
+        rule = _CUBE_PAIR.format(name=name, second=second, target=target)
+        (tmp_path / f"{name}.yaml").write_text(rule)
+        drafts.append(DraftRule(name, rule, Cluster((), ()), 0))
+    a = analyze(model, [tmp_path])
+    assert [sc.candidate.rule for sc in a.resolution.chosen] == ["draft_cube_pair"]
+    kept, dropped = _prune(drafts, [a], ["m.onnx"])
+    assert [d.name for d in kept] == ["draft_cube_relu"]
+    assert [n for n, _ in dropped] == ["draft_cube_pair"]
+    assert "m.onnx: 0.0% with it, 100.0% without" in dropped[0][1]
