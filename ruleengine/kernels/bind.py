@@ -13,6 +13,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+import onnx
+
 from ruleengine.graph.model import Graph
 from ruleengine.kernels.catalog import at_opset
 from ruleengine.kernels.model import Binding, Catalog, Contract, Form, KernelEntry
@@ -135,10 +138,8 @@ def _constant(
                 return value
             continue
         t = _resolve(graph, nodes, produced, b)
-        tensor = graph.tensors.get(t) if t else None
-        values = tensor.const_value if tensor is not None else None
-        if values is not None and len(values) == 1:
-            value = float(values[0])
+        value = _scalar(graph, t)
+        if value is not None:
             if b.reciprocal:
                 value = 1.0 / value if value else None
             return value
@@ -146,9 +147,97 @@ def _constant(
 
 
 def _scalar(graph: Graph, tensor: str | None) -> float | None:
-    info = graph.tensors.get(tensor) if tensor else None
-    values = info.const_value if info is not None else None
-    return float(values[0]) if values is not None and len(values) == 1 else None
+    """The value of a one-element tensor a compiler folds (None: not one)."""
+    value = _folded(graph, tensor, {}) if tensor else None
+    return float(value.reshape(-1)[0]) if value is not None and value.size == 1 else None
+
+
+_FOLD_NODES = 24  # producers evaluated for one tensor, at most
+_FOLD_NUMEL = 64  # the largest intermediate evaluated (shape vectors, scalars)
+_UNARY = {"Sqrt": np.sqrt, "Reciprocal": np.reciprocal, "Neg": np.negative, "Identity": np.asarray}
+_BINARY = {"Add": np.add, "Sub": np.subtract, "Mul": np.multiply, "Pow": np.power}
+_VIEWS = frozenset({"Squeeze", "Unsqueeze", "Reshape", "Flatten"})
+
+
+def _folded(graph: Graph, tensor: str, seen: dict[str, Any]) -> np.ndarray | None:
+    """The value of a small tensor a compiler folds (``const_foldable``): a constant, or
+    arithmetic over constants and static shapes (torch's 1 / sqrt(head dim) from Shape,
+    Slice, Cast, Sqrt and Div), evaluating at most _FOLD_NODES producers (``seen``: the
+    values found so far); None when it is not such a tensor or uses an op not evaluated
+    here."""
+    if tensor in seen:
+        return seen[tensor]
+    if len(seen) >= _FOLD_NODES:
+        return None
+    seen[tensor] = None
+    seen[tensor] = value = _fold(graph, tensor, seen)
+    return value
+
+
+def _fold(graph: Graph, tensor: str, seen: dict[str, Any]) -> np.ndarray | None:
+    info = graph.tensors.get(tensor)
+    if info is None:
+        return None
+    try:
+        dtype = np.dtype(info.dtype) if info.dtype else None
+    except TypeError:
+        return None
+    if info.const_value is not None:
+        value = np.asarray(info.const_value, dtype=dtype)
+        if info.is_static and value.size == info.numel:
+            value = value.reshape(info.shape)  # type: ignore[arg-type]
+        return value
+    if (
+        not info.const_foldable
+        or info.producer is None
+        or info.numel is None
+        or info.numel > _FOLD_NUMEL
+    ):
+        return None
+    node = graph.node(info.producer)
+    if node.outputs[:1] != (tensor,):
+        return None
+    op, attrs = node.op_type, node.attributes
+    if op in ("Shape", "Size"):
+        src = graph.tensors.get(node.inputs[0])
+        if src is None or not src.is_static:
+            return None
+        if op == "Size":
+            return np.asarray(src.numel, dtype=np.int64)
+        dims = list(src.shape or ())
+        return np.asarray(dims[attrs.get("start") or 0 : attrs.get("end")], dtype=np.int64)
+    args: list[np.ndarray | None] = []
+    for t in node.inputs:
+        args.append(_folded(graph, t, seen) if t else None)
+        if args[0] is None:
+            return None
+    x = args[0]
+    with np.errstate(all="ignore"):
+        if op in _UNARY:
+            return np.asarray(_UNARY[op](x))
+        if op == "Cast":
+            return x.astype(onnx.helper.tensor_dtype_to_np_dtype(int(attrs["to"])))
+        if op in _VIEWS and info.is_static:
+            return x.reshape(info.shape)  # type: ignore[arg-type]
+        if len(args) < 2 or args[1] is None:
+            return None
+        y = args[1]
+        if op in _BINARY:
+            return np.asarray(_BINARY[op](x, y)).astype(x.dtype)
+        if op == "Div":
+            q = np.trunc(x / y) if np.issubdtype(x.dtype, np.integer) else x / y
+            return np.asarray(q).astype(x.dtype)
+        if op == "Gather":
+            return np.take(x, y, axis=int(attrs.get("axis") or 0))
+        if op == "Slice" and x.ndim == 1 and len(args) >= 3 and args[2] is not None:
+            axes, steps = [
+                None if a is None else a.reshape(-1).tolist() for a in [*args[3:5], None, None][:2]
+            ]
+            if axes not in (None, [0], [-1]) or steps not in (None, [1]):
+                return None  # a slice of a 1-D shape vector only
+            start, end = int(y.reshape(-1)[0]), int(args[2].reshape(-1)[0])
+            return x[start:end]
+    return None
 
 
 def _product(

@@ -3,9 +3,11 @@
 Memory is bounded by one group, never by the model: a group's inputs are its weights (read
 through a memory map of exactly those tensors, so only pages the computation touches are
 read), constants, and made-up activations of their real shapes (standard normal floats).
-Integer and bool inputs (Reshape shapes, indices, masks) are not made up when they can be
-computed: their producers (the shape arithmetic upstream, stopping at Shape nodes of
-tensors whose shape is static) run once for all groups, within a memory budget.
+Integer and bool inputs (Reshape shapes, indices, masks), and small float inputs computed
+from constants and static shapes alone (an attention scale of 1 / sqrt(head dim)), are not
+made up when they can be computed: their producers (the shape arithmetic upstream, stopping
+at Shape nodes of tensors whose shape is static) run once for all groups, within a memory
+budget.
 """
 
 from __future__ import annotations
@@ -25,6 +27,8 @@ from ruleengine.verification import numerics
 
 # The upstream computation of integer inputs runs only if it stays this small.
 CONE_BUDGET_BYTES = 256 << 20
+# Float inputs computed from constants and static shapes are computed up to this size.
+SMALL_FOLDED = 4096
 _FLOATS = {"float32", "float16", "bfloat16", "float64"}
 
 
@@ -47,7 +51,10 @@ def check_groups(
         t
         for g in groups
         for t in g.inputs
-        if t not in inits and t not in constants and t not in feeds and not _is_float(graph, t)
+        if t not in inits
+        and t not in constants
+        and t not in feeds
+        and (not _is_float(graph, t) or _small_folded(graph, t))
     }
     computed = _upstream_values(original, graph, sorted(wanted), feeds, model_dir)
     positions = node_index(original, graph)
@@ -106,6 +113,14 @@ def check_groups(
 def _group_id(node: onnx.NodeProto) -> int | None:
     value = next((e.value for e in node.metadata_props if e.key == "autofusion.group_id"), None)
     return int(value) if value is not None and value.isdigit() else None
+
+
+def _small_folded(graph: Graph, name: str) -> bool:
+    """A small float tensor computed from constants and static shapes alone (torch's
+    sqrt(1 / sqrt(head dim)) attention scale): computed like the integer inputs, not made
+    up, since the kernel's bound attributes carry its value."""
+    t = graph.tensors.get(name)
+    return t is not None and t.const_foldable and (t.numel or SMALL_FOLDED + 1) <= SMALL_FOLDED
 
 
 def _is_float(graph: Graph, name: str) -> bool:

@@ -17,6 +17,8 @@ from ruleengine.kernels.catalog import bundled_catalog
 from ruleengine.pipeline import fuse
 from ruleengine.rules import load_rule_set
 
+ROOT = Path(__file__).resolve().parents[2]
+
 CONV = "float[1,4,8,8] x, float[8,4,3,3] w, float[8] b"
 BN = "float[8] s, float[8] bb, float[8] mu, float[8] var"
 BN_NODE = "bn = BatchNormalization <epsilon: float = 0.001> (c, s, bb, mu, var)"
@@ -793,10 +795,91 @@ CONSTS.update(
 )  # noqa: E501
 
 
+# Q and K each multiplied by a scale before the scores MatMul (torch's
+# scaled_dot_product_attention: sqrt(1 / sqrt(head dim)) on both, computed from Q's static
+# shape): the kernel scales the scores once, by the product. B=2, N=3, S=5, D=8.
+SQRT_SCALE = """sh = Shape(q)
+    m1 = Constant <value = int64[1] {-1}> ()
+    end = Constant <value = int64[1] {9223372036854775807}> ()
+    dsl = Slice(sh, m1, end)
+    df = Cast <to = 1> (dsl)
+    sd = Sqrt(df)
+    one = Constant <value = float[1] {1.0}> ()
+    inv = Div(one, sd)
+    invf = Cast <to = 1> (inv)
+    s1 = Sqrt(invf)
+    s2 = Sqrt(invf)"""
+MOBILEVIT_TAIL = """qm = Mul(q, S1)
+    km = Mul(kt, S2)
+    s = MatMul(qm, km)
+    p = Softmax <axis = -1> (s)
+    o = MatMul(p, vs)
+    y = Transpose <perm = [0,2,1,3]> (o)"""
+FORM_BEFORE.update(
+    {
+        # MobileViT, TorchScript export: K in BNSD transposed in the group, V one slice of
+        # the packed QKV, [1, B, N, T, D], squeezed
+        "FlashAttentionScore/bnsd_k_context_bsnd/ts": (
+            "float[2,3,5,8] q, float[2,3,5,8] k, float[1,2,3,5,8] v5", "float[2,5,3,8]",
+            f"""{SQRT_SCALE}
+    ax0 = Constant <value = int64[1] {{0}}> ()
+    vs = Squeeze(v5, ax0)
+    kt = Transpose <perm = [0,1,3,2]> (k)
+    """ + MOBILEVIT_TAIL.replace("S1", "s1").replace("S2", "s2"),
+        ),
+        # MobileViT, dynamo export: K with batch and heads folded, [B*N, T, D], transposed
+        # and viewed as [B, N, D, T]; two different constant scales (their product counts)
+        "FlashAttentionScore/bnsd_k_context_bsnd/dynamo": (
+            "float[2,3,5,8] q, float[6,5,8] k3, float[1,2,3,5,8] v5, int64[4] ks",
+            "float[2,5,3,8]",
+            """ax0 = Constant <value = int64[1] {0}> ()
+    vs = Squeeze(v5, ax0)
+    k3t = Transpose <perm = [0,2,1]> (k3)
+    kt = Reshape(k3t, ks)
+    sq = Constant <value = float[1] {0.5}> ()
+    sk = Constant <value = float[1] {0.3}> ()
+    """ + MOBILEVIT_TAIL.replace("S1", "sq").replace("S2", "sk"),
+        ),
+        # wav2vec2, TorchScript export: bsh_qk_bias without a mask or NaN guard, Q and K
+        # each scaled after the head split, the context viewed as BNSD before the merge
+        "FlashAttentionScore/bsh_qk_bias_unmasked": (
+            "float[1,6,32] ql, float[32] bq, float[1,6,32] kl, float[32] bk, float[1,6,4,8] v, "
+            "int64[4] hs, int64[4] os", "float[1,6,4,8]", """a = Add(bq, ql)
+    r = Reshape(a, hs)
+    qt = Transpose <perm = [0,2,1,3]> (r)
+    ka = Add(bk, kl)
+    kr = Reshape(ka, hs)
+    vt = Transpose <perm = [0,2,1,3]> (v)
+    kt = Transpose <perm = [0,2,3,1]> (kr)
+    sq = Constant <value = float {0.5}> ()
+    qs = Mul(qt, sq)
+    sk = Constant <value = float {0.7}> ()
+    ks = Mul(kt, sk)
+    s = MatMul(qs, ks)
+    p = Softmax <axis = -1> (s)
+    o = MatMul(p, vt)
+    ro = Reshape(o, os)
+    y = Transpose <perm = [0,2,1,3]> (ro)""",
+        ),
+        # the matmul_bias_relu rule's branch without the bias Add
+        "MatMulBiasRelu/matmul_relu": (
+            "float[2,6,16] x, float[16,32] w", "float[2,6,32]", "m = MatMul(x, w)\n    y = Relu(m)"
+        ),
+    }
+)  # fmt: skip
+SHAPES.update(
+    {
+        "FlashAttentionScore/bnsd_k_context_bsnd/dynamo": {"ks": [2, 3, 8, 5]},
+        "FlashAttentionScore/bsh_qk_bias_unmasked": {"hs": [1, 6, -1, 8], "os": [1, -1, 6, 8]},
+    }
+)
+
+
 @pytest.mark.parametrize("case", sorted(FORM_BEFORE))
 def test_attention_form_before_expected(case, tmp_path):
-    """Each further form of the attention kernels on the structure it names: one node
-    calling the kernel with that form as body, verified whole-model and per group."""
+    """Each further form of the attention kernels (and MatMulBiasRelu's without bias) on the
+    structure it names: one node calling the kernel with that form as body, verified
+    whole-model and per group."""
     kernel, form = case.split("/")[:2]
     path = _model(case, tmp_path, FORM_BEFORE)
     for mode in ("whole", "per-group"):
@@ -812,6 +895,65 @@ def test_attention_form_before_expected(case, tmp_path):
         next(f for f in bundled_catalog().get(kernel).forms if f.name == form).function
     )
     assert [n.op_type for n in fn.node] == [n.op_type for n in expected.node]
+
+
+ALL_SCALES = "scale:\n      op: Mul\n      input: external\n      all: true\n"
+SCALE_ON_SCORES = """ss = Mul(s, k)
+          p = Softmax <axis: int = @softmax_axis> (ss)
+          o = MatMul(p, v)"""
+# a user catalog's FlashAttentionScore with one wrong variant of the scaled-Q-and-K forms
+SCALE_MUTANTS = {
+    # the scale of the first Mul alone (Q's), not the product of Q's and K's
+    "first_scale_only": (
+        ALL_SCALES,
+        ALL_SCALES.replace("all: true", "nth: 0\n      operand: side"),
+    ),
+    # a wrong product: of the reciprocals
+    "reciprocal_product": (ALL_SCALES, ALL_SCALES + "      reciprocal: true\n"),
+    # the scale applied to the wrong operand: V instead of the scores
+    "scale_on_v": (SCALE_ON_SCORES, SCALE_ON_SCORES.replace(
+        "ss = Mul(s, k)", "vk = Mul(v, k)").replace("(ss)", "(s)").replace("(p, v)", "(p, vk)")),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "case, mutant",
+    [
+        ("FlashAttentionScore/bnsd_k_context_bsnd/dynamo", "first_scale_only"),
+        ("FlashAttentionScore/bnsd_k_context_bsnd/ts", "reciprocal_product"),
+        ("FlashAttentionScore/bnsd_k_context_bsnd/ts", "scale_on_v"),
+        ("FlashAttentionScore/bsh_qk_bias_unmasked", "first_scale_only"),
+    ],
+)
+def test_wrong_scale_variant_is_caught(case, mutant, tmp_path):
+    """Q and K each scaled: the kernel scales the scores by the product. A catalog binding
+    only one of the scales, or a wrong product, or scaling V instead, still binds the
+    group, and verification finds it (whole model and per group); --safe drops it."""
+    old, new = SCALE_MUTANTS[mutant]
+    text = (ROOT / "kernels" / "FlashAttentionScore.yaml").read_text()
+    assert old in text
+    kernels = tmp_path / "kernels"
+    kernels.mkdir()
+    (kernels / "FlashAttentionScore.yaml").write_text(text.replace(old, new))
+    path = _model(case, tmp_path, FORM_BEFORE)
+    rules = [ROOT / "rules" / "generic" / "attention_heads.yaml"]  # the rule MobileViT's take
+    result = fuse(path, rules, verify=True, kernels=[kernels])
+    (group,) = result.plan.groups
+    assert (group.contract.status, group.contract.form) == ("bound", case.split("/")[1])
+    assert not result.plan.verification.ok
+    safe = fuse(path, rules, safe=True, verify_mode="per-group", kernels=[kernels]).plan
+    assert safe.verification.dropped_groups and not safe.groups
+
+
+def test_scaled_qk_binds_the_product_of_the_scales(tmp_path):
+    """The scale attribute is the product of Q's and K's scales: constants (0.5 * 0.3), or
+    computed from Q's static shape (sqrt(1 / sqrt(8)) twice, 1 / sqrt(8))."""
+    rules = [ROOT / "rules" / "generic" / "attention_heads.yaml"]
+    for case, scale in (("dynamo", 0.15), ("ts", 8**-0.5)):
+        path = _model(f"FlashAttentionScore/bnsd_k_context_bsnd/{case}", tmp_path, FORM_BEFORE)
+        (group,) = fuse(path, rules).plan.groups
+        assert dict(group.contract.attributes)["scale"] == pytest.approx(scale, rel=1e-6)
+        assert dict(group.contract.ports).keys() == {"Q", "Kt", "V", "Y"}
 
 
 def test_every_attention_form_has_a_before_graph():
