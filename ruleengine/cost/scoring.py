@@ -8,6 +8,7 @@ answer "why was this not fused?".
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from operator import attrgetter
@@ -490,6 +491,33 @@ def _from_near_miss(
     )
 
 
+def _from_near_misses(
+    graph: Graph, near: Sequence[NearMiss], rules: Mapping[str, Rule], target: Target
+) -> list[ScoredCandidate]:
+    """``_from_near_miss`` of each, made without the frozen ``__init__`` (10^5 near misses
+    on a 2048-layer stack): the same records, one (graph, target) pair shared by all."""
+    priority = {name: r.priority for name, r in rules.items()}
+    pending = (graph, target)
+    verdicts = _NEAR_MISS_VERDICTS
+    failed = Verdict.CONSTRAINT_FAILED
+    new = object.__new__
+    out: list[ScoredCandidate] = []
+    for nm in near:
+        c = nm.candidate
+        code = nm.code
+        obj = new(_NearMissScored)
+        obj.__dict__.update(
+            candidate=c,
+            priority=priority.get(c.rule, 0),
+            verdict=verdicts.get(code, failed),
+            code=code,
+            _reason=(None, nm),
+            _pending=pending,
+        )
+        out.append(obj)
+    return out
+
+
 class _TwinScored(ScoredCandidate):
     """A candidate the matcher found by translating another (``MatchResult.twins``):
     same local structure over its whole index span, so the same verdict, code and
@@ -520,6 +548,27 @@ class _TwinScored(ScoredCandidate):
             d["_lazy"] = (reason, details)
         else:
             d["_redo"] = _redo
+
+    @classmethod
+    def like(cls, candidate: Candidate, template: dict[str, object]) -> _TwinScored:
+        """A record of ``candidate`` taking ``template``'s priority, verdict, code, cost
+        and ``_redo`` (``like_template``), made without ``__init__`` (10^5 per stack)."""
+        obj = object.__new__(cls)
+        d = obj.__dict__
+        d["candidate"] = candidate
+        d.update(template)
+        return obj
+
+    @staticmethod
+    def like_template(base: ScoredCandidate, redo: tuple) -> dict[str, object]:
+        return {
+            "priority": base.priority,
+            "verdict": base.verdict,
+            "code": base.code,
+            "cost": base.cost,
+            "_reason": None,
+            "_redo": redo,
+        }
 
     def relabel(self, verdict: Verdict, code: str, reason: str) -> _TwinScored:
         """``replace(self, verdict=, code=, reason=)`` without computing the details."""
@@ -591,10 +640,16 @@ def _first_shortest(names: Sequence[str]) -> int:
 
 def _reduce_duplicates(scored: list[ScoredCandidate]) -> list[ScoredCandidate]:
     """Among viable candidates with the same node set, the higher priority survives."""
+    fuse = Verdict.FUSE
+    viable = [i for i, v in enumerate(map(attrgetter("verdict"), scored)) if v is fuse]
+    sets = list(map(attrgetter("candidate.node_set"), map(scored.__getitem__, viable)))
+    shared = {s for s, n in Counter(sets).items() if n > 1}  # counted in C; few repeat
+    if not shared:
+        return scored
     by_nodes: dict[frozenset[str], list[int]] = {}
-    for i, sc in enumerate(scored):
-        if sc.viable:
-            by_nodes.setdefault(sc.candidate.node_set, []).append(i)
+    for i, s in zip(viable, sets, strict=True):
+        if s in shared:
+            by_nodes.setdefault(s, []).append(i)
     out = list(scored)
     for idxs in by_nodes.values():
         if len(idxs) < 2:
@@ -648,34 +703,55 @@ def score_candidates(
         # unless names of tied anchor candidates sort otherwise by length there
         # per twin source: its tied anchor outputs (node position, port), and which of
         # them the source picks (by name length)
-        ties: dict[int, tuple[tuple[tuple[int, int], ...], int]] = {}
+        # (and the record template of its twins: _TwinScored.like)
+        ties: dict[int, tuple[tuple[tuple[int, int], ...], int, str, dict[str, object]]] = {}
+        shortest: dict[tuple, int] = {}  # (tied outputs, shift) -> _first_shortest there
+        redo: dict[str, tuple] = {}  # per rule: what _TwinScored recomputes its words with
         pos = topo_position(graph)
         nodes = graph.nodes
+        like = _TwinScored.like
         for i, (j, shift) in twins.items():
-            c, base = candidates[i], scored[j]
-            rule = rules.get(c.rule)
-            if j not in ties:
+            c = candidates[i]
+            hit = ties.get(j)
+            if hit is None:
+                base = scored[j]
                 tied = _anchor_ties(graph, memo.analyse(base.candidate.nodes)[0])
                 at = tuple(
                     (pos[graph.tensors[t].producer], graph.tensors[t].producer_port or 0)
                     for t in tied
                 )
-                ties[j] = (at, _first_shortest([nodes[k].outputs[q] for k, q in at]) if at else 0)
-            refs, picked = ties[j]
-            if base.candidate.rule != c.rule or (
-                refs and picked != _first_shortest([nodes[k + shift].outputs[q] for k, q in refs])
-            ):
-                scored[i] = score_one(graph, c, rule, target, benefit_threshold, memo=memo)
-                continue
-            scored[i] = _TwinScored(
-                c,
-                base.priority,
-                base.verdict,
-                code=base.code,
-                cost=base.cost,
-                _redo=(graph, rule, target, benefit_threshold, memo),
-            )
+                rule_name = base.candidate.rule
+                again = redo.get(rule_name)
+                if again is None:
+                    again = redo[rule_name] = (
+                        graph,
+                        rules.get(rule_name),
+                        target,
+                        benefit_threshold,
+                        memo,
+                    )
+                hit = ties[j] = (
+                    at,
+                    _first_shortest([nodes[k].outputs[q] for k, q in at]) if at else 0,
+                    rule_name,
+                    _TwinScored.like_template(base, again),
+                )
+            refs, picked, rule_name, template = hit
+            if rule_name == c.rule:
+                if not refs:
+                    scored[i] = like(c, template)
+                    continue
+                at_shift = (refs, shift)
+                there = shortest.get(at_shift)
+                if there is None:
+                    there = shortest[at_shift] = _first_shortest(
+                        [nodes[k + shift].outputs[q] for k, q in refs]
+                    )
+                if there == picked:
+                    scored[i] = like(c, template)
+                    continue
+            scored[i] = score_one(graph, c, rules.get(c.rule), target, benefit_threshold, memo=memo)
         scored = _reduce_duplicates(scored)
-        scored += [_from_near_miss(graph, nm, rules.get(nm.candidate.rule), target) for nm in near]
+        scored += _from_near_misses(graph, near, rules, target)
         # (candidate key, verdict): a StrEnum sorts as its value
         return tuple(sorted(scored, key=attrgetter("candidate.key", "verdict")))

@@ -14,14 +14,15 @@ import bisect
 import time
 from collections.abc import Sequence
 from itertools import chain
+from operator import attrgetter
 
 from ruleengine.cost.model import ScoredCandidate, Verdict
-from ruleengine.cost.scoring import relabel
 from ruleengine.errors import UsageError
 from ruleengine.graph.model import Graph
 from ruleengine.resolve.greedy import select_greedy
+from ruleengine.resolve.lost import LostCandidates
 from ruleengine.resolve.model import Resolution
-from ruleengine.topology import Contraction, find_cycle, graph_topology
+from ruleengine.topology import find_cycle, graph_topology
 
 SOLVERS = ("exact", "greedy")
 # Components with at most this many candidates are solved by exhaustive enumeration
@@ -33,52 +34,11 @@ ENUMERATE_UP_TO = 6
 # weighted interval scheduling, exact and O(n log n); CP-SAT needed 8 s there.
 INTERVALS_FROM = 500
 
-__all__ = ["SOLVERS", "Resolution", "resolve"]
+__all__ = ["SOLVERS", "LostCandidates", "Resolution", "resolve"]
 
 
 def _net(sc: ScoredCandidate) -> int:
     return sc.cost.net_bytes if sc.cost else 0
-
-
-def _describe(sc: ScoredCandidate, limit: int = 4) -> str:
-    nodes = sc.candidate.nodes
-    shown = ", ".join(nodes[:limit]) + (", ..." if len(nodes) > limit else "")
-    return f"{sc.candidate.rule} group (nodes {shown})"
-
-
-def _lost_reasons(
-    graph: Graph, viable: Sequence[ScoredCandidate], chosen: Sequence[ScoredCandidate], note: str
-) -> tuple[tuple[ScoredCandidate, str], ...]:
-    owner: dict[str, int] = {}  # node -> index in chosen
-    for k, sc in enumerate(chosen):
-        for n in sc.candidate.nodes:
-            owner[n] = k
-    picked = {id(sc) for sc in chosen}
-    contraction = Contraction(graph, [sc.candidate.node_set for sc in chosen])
-    described: dict[tuple[int | None, ...], str] = {}  # one text per set of winners, shared
-    lost: list[tuple[ScoredCandidate, str]] = []
-    for sc in viable:
-        if id(sc) in picked:
-            continue
-        # the winners owning its nodes, in node order (a C-level map: 10^5 losers)
-        key = tuple(dict.fromkeys(map(owner.get, sc.candidate.nodes)))
-        if key != (None,):
-            text = described.get(key)
-            if text is None:
-                text = "lost a conflict to " + "; ".join(
-                    _describe(chosen[k]) for k in key if k is not None
-                )
-                described[key] = text
-            why = text
-        else:
-            cyc = contraction.closes_cycle(sc.candidate.node_set)
-            if cyc is not None:
-                why = "would close a cycle with " + "; ".join(_describe(chosen[i]) for i in cyc)
-            else:
-                why = f"not selected {note}".strip()
-        # relabel: replace() that leaves lazily computed details unread (cost.scoring)
-        lost.append((relabel(sc, Verdict.LOST_CONFLICT, "lost-conflict", why), why))
-    return tuple(lost)
 
 
 def _order_chosen(graph: Graph, chosen: Sequence[ScoredCandidate]) -> tuple[ScoredCandidate, ...]:
@@ -121,7 +81,7 @@ def _resolve(
             "greedy",
             "GREEDY",
             chosen,
-            _lost_reasons(graph, viable, chosen, ""),
+            LostCandidates(graph, viable, chosen, ""),
             sum(_net(s) for s in chosen),
             None,
             time.perf_counter() - start,
@@ -138,7 +98,7 @@ def _resolve(
         "exact",
         status,
         ordered,
-        _lost_reasons(graph, viable, ordered, note),
+        LostCandidates(graph, viable, ordered, note),
         objective,
         max(bound, objective),
         time.perf_counter() - start,
@@ -232,30 +192,72 @@ class _Components:
             self.parent[max(a, b)] = min(a, b)
 
     def link_overlapping(self, sets: Sequence[frozenset[str]]) -> None:
-        """Union every two members sharing an element (``union`` inlined: it runs once
-        per node of every candidate, 10^6 times on a 2048-layer stack)."""
-        parent = self.parent
+        """Union every two members sharing an element: the connected components of the
+        member-element graph, by min-label hooking and pointer jumping over numpy arrays
+        (a few passes over the ~10^6 (member, element) pairs of a 2048-layer stack, not a
+        Python step per pair). Every member then points at its component's smallest
+        member, the root ``union`` keeps."""
+        n = len(sets)
+        if n < 2:
+            return
+        import numpy as np
+
+        elements = dict.fromkeys(chain.from_iterable(sets))
+        index = dict(zip(elements, range(n, n + len(elements)), strict=True))
+        count = sum(map(len, sets))
+        dtype = np.int32 if n + len(elements) < 1 << 31 else np.int64
+        u = np.repeat(np.arange(n, dtype=dtype), np.fromiter(map(len, sets), dtype, n))
+        v = np.fromiter(map(index.__getitem__, chain.from_iterable(sets)), dtype, count)
+        parent = np.arange(n + len(elements), dtype=dtype)
+        for _ in range(64):
+            pu, pv = parent[u], parent[v]
+            cross = pu != pv
+            if not cross.any():
+                break
+            pu, pv = pu[cross], pv[cross]
+            # every vertex points at a root: hook each larger root under the smallest
+            # root next to it (pointers only decrease, so no cycle), then jump to roots
+            np.minimum.at(parent, np.maximum(pu, pv), np.minimum(pu, pv))
+            while True:
+                up = parent[parent]
+                if np.array_equal(up, parent):
+                    break
+                parent = up
+            u, v = u[cross], v[cross]
+        if cross.any():  # not settled in 64 rounds (never seen): one Python pass
+            self._link_pairs(sets)
+            return
+        self.parent = parent[:n].tolist()  # a member's root is its component's least member
+
+    def _link_pairs(self, sets: Sequence[frozenset[str]]) -> None:
+        """``link_overlapping`` by a union per (member, element) pair."""
         first: dict[str, int] = {}
         for i, nodes in enumerate(sets):
-            for n in nodes:
-                j = first.setdefault(n, i)
-                if j == i:
-                    continue
-                while parent[j] != j:
-                    parent[j] = parent[parent[j]]
-                    j = parent[j]
-                a = i
-                while parent[a] != a:
-                    parent[a] = parent[parent[a]]
-                    a = parent[a]
-                if a != j:
-                    parent[max(a, j)] = min(a, j)
+            for e in nodes:
+                j = first.setdefault(e, i)
+                if j != i:
+                    self.union(i, j)
 
     def groups(self) -> dict[int, list[int]]:
-        out: dict[int, list[int]] = {}
-        for i in range(len(self.parent)):
-            out.setdefault(self.find(i), []).append(i)
-        return out
+        """Members by root (the least member), roots and members in increasing order."""
+        import numpy as np
+
+        parent = np.array(self.parent, dtype=np.int64)
+        while True:
+            up = parent[parent]
+            if np.array_equal(up, parent):
+                break
+            parent = up
+        order = np.argsort(parent, kind="stable")
+        roots = parent[order]
+        cuts = np.flatnonzero(roots[1:] != roots[:-1]) + 1
+        if not len(order):
+            return {}
+        starts = np.r_[0, cuts]
+        return {
+            int(roots[a]): members.tolist()
+            for a, members in zip(starts, np.split(order, cuts), strict=True)
+        }
 
 
 def _solve_exact(
@@ -267,14 +269,17 @@ def _solve_exact(
 ) -> tuple[list[ScoredCandidate], str, int, int]:
     deadline = time.perf_counter() + time_limit_s
     # Only candidates that save something can be worth choosing.
-    cands = [sc for sc in viable if _net(sc) > 0]
-    sets = [sc.candidate.node_set for sc in cands]
-    weights = [_net(sc) for sc in cands]
-    in_greedy = {id(sc) for sc in greedy}
+    # (viable records all have a cost; C-level maps: 10^5 of them on a 2048-layer stack)
+    nets = list(map(attrgetter("cost.net_bytes"), viable))
+    cands = [sc for sc, w in zip(viable, nets, strict=True) if w > 0]
+    weights = [w for w in nets if w > 0]
+    sets = list(map(attrgetter("candidate.node_set"), cands))
+    in_greedy = set(map(id, greedy))
+    greedy_flag = [id(sc) in in_greedy for sc in cands]
     comps = _Components(len(cands))
     comps.link_overlapping(sets)
     cuts: list[frozenset[int]] = []
-    order = {n.name: n.index for n in graph.nodes}
+    order: dict[str, int] = {}  # node -> topological index, made when intervals need it
     solved: dict[tuple[int, ...], tuple[frozenset[int], str, int]] = {}
     memo: dict[tuple, tuple[frozenset[int], str, int]] = {}
 
@@ -291,6 +296,8 @@ def _solve_exact(
             best = _enumerate(members, sets, weights, local_cuts)
             return best, "OPTIMAL", sum(weights[i] for i in best)
         if len(members) >= INTERVALS_FROM and not local_cuts:
+            if not order:
+                order.update((n.name, n.index) for n in graph.nodes)
             intervals = _as_intervals(members, sets, order)
             if intervals is not None:
                 best = best_intervals(intervals, weights)
@@ -306,7 +313,7 @@ def _solve_exact(
         local_sets = tuple(tuple(map(label.__getitem__, ns)) for ns in node_lists)
         local_weights = tuple(weights[g] for g in members)
         local_cut_sets = tuple(sorted(tuple(sorted(local[g] for g in cut)) for cut in local_cuts))
-        hint = tuple(k for k, g in enumerate(members) if id(cands[g]) in in_greedy)
+        hint = tuple(k for k, g in enumerate(members) if greedy_flag[g])
         key = (local_weights, local_sets, local_cut_sets, hint)
         hit = memo.get(key)
         if hit is None:

@@ -7,6 +7,7 @@ nodes); take one when none of its nodes is taken and it closes no contracted cyc
 from __future__ import annotations
 
 from collections.abc import Sequence
+from operator import attrgetter
 
 from ruleengine.cost.model import ScoredCandidate
 from ruleengine.graph.model import Graph
@@ -14,15 +15,21 @@ from ruleengine.topology import Contraction
 
 
 def greedy_order(viable: Sequence[ScoredCandidate]) -> list[ScoredCandidate]:
-    return sorted(
-        viable,
-        key=lambda s: (
-            -(s.cost.net_bytes if s.cost else 0),
-            -s.priority,
-            s.candidate.rule,
-            s.candidate.nodes,
-        ),
+    """Sorted by (-net bytes, -priority, rule, nodes), ties in input order. The keys are
+    made by C-level maps (10^5 viable candidates on a 2048-layer stack), not a key
+    function per record; the order is the stable sort's by that key."""
+    nets = [-(c.net_bytes if c else 0) for c in map(attrgetter("cost"), viable)]
+    prios = [-p for p in map(attrgetter("priority"), viable)]
+    keys = list(
+        zip(
+            nets,
+            prios,
+            map(attrgetter("candidate.rule"), viable),
+            map(attrgetter("candidate.nodes"), viable),
+            strict=True,
+        )
     )
+    return list(map(viable.__getitem__, sorted(range(len(keys)), key=keys.__getitem__)))
 
 
 def select_greedy(graph: Graph, viable: Sequence[ScoredCandidate]) -> list[ScoredCandidate]:
@@ -32,7 +39,7 @@ def select_greedy(graph: Graph, viable: Sequence[ScoredCandidate]) -> list[Score
     taken: set[str] = set()
     for sc in greedy_order(viable):
         nodes = sc.candidate.node_set
-        if nodes & taken:
+        if not taken.isdisjoint(nodes):
             continue
         if contraction.closes_cycle(nodes) is not None:
             continue

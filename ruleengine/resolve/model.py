@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ruleengine.cost.model import ScoredCandidate
@@ -14,8 +15,9 @@ class Resolution:
     solver: str  # "exact" or "greedy"
     status: str  # OPTIMAL, FEASIBLE (with bound/gap), or GREEDY
     chosen: tuple[ScoredCandidate, ...]
-    # Viable candidates not chosen, each with a reason (e.g. "lost a conflict to group 3").
-    lost: tuple[tuple[ScoredCandidate, str], ...]
+    # Viable candidates not chosen, each with a reason (e.g. "lost a conflict to group 3");
+    # ``resolve`` gives a ``LostCandidates``, which makes them on first read.
+    lost: Sequence[tuple[ScoredCandidate, str]]
     objective: int  # total net HBM bytes saved by ``chosen``
     bound: int | None = None  # best proven bound (exact solver)
     seconds: float = 0.0

@@ -22,6 +22,7 @@ from ruleengine.diagnostics.model import Diagnostic, Location, Severity
 from ruleengine.errors import OutputError
 from ruleengine.graph.model import Graph
 from ruleengine.match.model import MatchResult
+from ruleengine.resolve.lost import LostCandidates
 from ruleengine.resolve.model import Resolution
 from ruleengine.rewrite.model import (
     FUSED_DOMAIN,
@@ -371,9 +372,16 @@ class RejectedCandidates(Sequence[Rejection]):
         verdicts: list[str] = list(map(attrgetter("verdict"), src))  # StrEnum: == value
         codes: list[str] = list(map(attrgetter("code"), src))
         reasons: dict[int, str] = {}
-        for sc, why in lost:
-            reasons[len(src)] = why
-            src.append(sc)
+        self._lost: tuple[int, int, LostCandidates] | None = None
+        if isinstance(lost, LostCandidates):
+            # the losers as scored (same candidates), each reason made when shown
+            start = len(src)
+            src += lost.losers()
+            self._lost = (start, len(src), lost)
+        else:
+            for sc, why in lost:
+                reasons[len(src)] = why
+                src.append(sc)
         verdicts += ["lost_conflict"] * len(lost)
         codes += ["lost-conflict"] * len(lost)
         for g in dropped:
@@ -505,6 +513,8 @@ class RejectedCandidates(Sequence[Rejection]):
 
     def _build(self, i: int) -> Rejection:
         src, code, reason = self._src[i], self._codes[i], self._reasons.get(i)
+        if self._lost is not None and self._lost[0] <= i < self._lost[1]:
+            reason = self._lost[2].why(i - self._lost[0])
         c, verdict = src.candidate, str(self._verdicts[i])
         if reason is None:  # the record's own, read only when shown
             return _LazyRejection(c.rule, c.nodes, verdict, code, src)

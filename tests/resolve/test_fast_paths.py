@@ -1,0 +1,148 @@
+"""Resolve's fast paths give what the plain computations give (issue 13: same plan, same
+fused model before and after): components by numpy against a union per pair, the greedy
+order by C-level keys against the key function, the lost records made on first read
+against an eager list, and the plan's rejections from them against those from a tuple."""
+
+from __future__ import annotations
+
+import random
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from ruleengine.cost import load_target, score_candidates
+from ruleengine.cost.model import Verdict
+from ruleengine.cost.scoring import relabel
+from ruleengine.graph import graph_from_model
+from ruleengine.match import find_candidates, memo
+from ruleengine.resolve import LostCandidates, _Components, resolve
+from ruleengine.resolve.greedy import greedy_order
+from ruleengine.resolve.lost import describe
+from ruleengine.rewrite.plan import RejectedCandidates, list_rejections
+from ruleengine.rules import load_rule_set
+from ruleengine.topology import Contraction
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+from synthetic import decoder_stack  # noqa: E402
+
+RULES = ("elementwise_chain", "norm_projections", "rmsnorm", "swiglu", "matmul_bias", "rope")
+
+
+def _plain_components(sets: list[frozenset[str]]) -> dict[int, list[int]]:
+    comps = _Components(len(sets))
+    comps._link_pairs(sets)
+    out: dict[int, list[int]] = {}
+    for i in range(len(sets)):
+        out.setdefault(comps.find(i), []).append(i)
+    return out
+
+
+def test_components_match_a_union_per_pair() -> None:
+    rng = random.Random(13)
+    for _ in range(200):
+        n, m = rng.randint(0, 50), rng.randint(1, 70)
+        sets = [
+            frozenset(f"e{rng.randrange(m)}" for _ in range(rng.randint(1, 4))) for _ in range(n)
+        ]
+        comps = _Components(n)
+        comps.link_overlapping(sets)
+        got = comps.groups()
+        want = _plain_components(sets)
+        assert got == want and list(got) == list(want)
+    # a long chain in shuffled order: many hooking rounds, one component
+    chain = [frozenset({f"e{i}", f"e{i + 1}"}) for i in range(3000)]
+    rng.shuffle(chain)
+    comps = _Components(len(chain))
+    comps.link_overlapping(chain)
+    assert list(comps.groups().values()) == [list(range(3000))]
+
+
+@pytest.fixture(scope="module")
+def stack() -> tuple:
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(memo, "MAX_COVER", 1.0)
+        rs = load_rule_set([], preset="all")
+        rs = replace(rs, rules=tuple(r for r in rs.rules if r.name in RULES))
+        graph = graph_from_model(decoder_stack(24))
+        match = find_candidates(graph, rs, memo=True)
+    assert len(match.twins) > len(match.candidates) // 2
+    scored = score_candidates(graph, match, rs, load_target("ascend910b"))
+    return graph, match, scored
+
+
+def _eager_lost(graph, viable, chosen, note: str) -> tuple:
+    """The lost records as resolve made them before they were made on first read."""
+    owner = {n: k for k, sc in enumerate(chosen) for n in sc.candidate.nodes}
+    picked = {id(sc) for sc in chosen}
+    contraction = Contraction(graph, [sc.candidate.node_set for sc in chosen])
+    out = []
+    for sc in viable:
+        if id(sc) in picked:
+            continue
+        key = tuple(dict.fromkeys(owner.get(n) for n in sc.candidate.nodes))
+        if key != (None,):
+            why = "lost a conflict to " + "; ".join(
+                describe(chosen[k]) for k in key if k is not None
+            )
+        else:
+            cyc = contraction.closes_cycle(sc.candidate.node_set)
+            why = (
+                "would close a cycle with " + "; ".join(describe(chosen[i]) for i in cyc)
+                if cyc is not None
+                else f"not selected {note}".strip()
+            )
+        out.append((relabel(sc, Verdict.LOST_CONFLICT, "lost-conflict", why), why))
+    return tuple(out)
+
+
+def _view(pair: tuple) -> tuple:
+    sc, why = pair
+    return (sc.candidate, sc.priority, sc.verdict, sc.code, sc.cost, sc.reason, why)
+
+
+@pytest.mark.parametrize("solver", ["exact", "greedy"])
+def test_lost_records_and_plan_rejections_as_eager_ones(stack: tuple, solver: str) -> None:
+    graph, match, scored = stack
+    viable = [sc for sc in scored if sc.verdict is Verdict.FUSE and sc.cost is not None]
+    want_order = sorted(
+        viable,
+        key=lambda s: (-s.cost.net_bytes, -s.priority, s.candidate.rule, s.candidate.nodes),
+    )
+    assert greedy_order(viable) == want_order
+
+    res = resolve(graph, scored, solver=solver)
+    assert isinstance(res.lost, LostCandidates) and len(res.lost) > 100
+    note = "" if solver == "greedy" or res.status == "OPTIMAL" else "within the time limit"
+    eager = _eager_lost(graph, viable, res.chosen, note)
+    # the plan's rejections from the lazy sequence, before it is read as pairs
+    fast = RejectedCandidates(scored, res.lost, (), match.near_misses)
+    summary = list_rejections(scored, res.lost, match)
+    plain = RejectedCandidates(scored, eager, (), match.near_misses)
+    assert fast.listed(3, 100) == plain.listed(3, 100)
+    assert fast.by_verdict() == plain.by_verdict()
+    assert summary.kept == list_rejections(scored, eager, match).kept
+    assert fast.all() == plain.all()
+    assert [_view(p) for p in res.lost] == [_view(p) for p in eager]
+    assert res.lost == eager and len(res.lost) == len(eager)
+
+
+def test_near_miss_records_as_made_one_by_one(stack: tuple) -> None:
+    from ruleengine.cost.scoring import _from_near_miss, _from_near_misses
+
+    graph, match, _ = stack
+    rules = load_rule_set([], preset="all").by_name()
+    target = load_target("ascend910b")
+    assert match.near_misses
+    fast = _from_near_misses(graph, match.near_misses, rules, target)
+    one = [
+        _from_near_miss(graph, nm, rules.get(nm.candidate.rule), target) for nm in match.near_misses
+    ]
+    view = [
+        (x.candidate, x.priority, x.verdict, x.code, x.reason, x.cost, dict(x.details)) for x in one
+    ]
+    assert [
+        (x.candidate, x.priority, x.verdict, x.code, x.reason, x.cost, dict(x.details))
+        for x in fast
+    ] == view
