@@ -150,6 +150,7 @@ class Plan:
     compile_time_nodes: int = 0  # nodes a compiler folds (no kernel, no traffic)
     verification: Verification | None = None
     timings: tuple[tuple[str, float], ...] = field(default=())  # stage -> seconds
+    cpu_timings: tuple[tuple[str, float], ...] = field(default=())  # stage -> CPU seconds
     model_sha256: str | None = None  # of the input model file, to tie the plan to it
 
     @property

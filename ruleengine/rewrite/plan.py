@@ -272,6 +272,7 @@ def build_plan(
     dropped: Sequence[FusedGroup] = (),
     verification: Verification | None = None,
     timings: Sequence[tuple[str, float]] = (),
+    cpu_timings: Sequence[tuple[str, float]] = (),
     model_sha256: str | None = None,
     listed: ListedRejections | None = None,
 ) -> Plan:
@@ -323,6 +324,7 @@ def build_plan(
         compile_time_nodes=len(graph.compile_time_nodes),
         verification=verification,
         timings=tuple(timings),
+        cpu_timings=tuple(cpu_timings),
         model_sha256=model_sha256,
     )
 

@@ -100,6 +100,8 @@ def report_json(plan: Plan, files: Sequence[str] = (), *, timings: bool = True) 
     if timings:
         out["solver"]["seconds"] = round(plan.solver_seconds, 6)
         out["timings_s"] = {k: round(v, 6) for k, v in plan.timings}
+        if plan.cpu_timings:
+            out["cpu_s"] = {k: round(v, 6) for k, v in plan.cpu_timings}
     return out
 
 

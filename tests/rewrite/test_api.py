@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import tempfile
 from pathlib import Path
 
@@ -72,6 +73,11 @@ def test_pipeline_reports_progress_and_stage_timings():
         "check",
         "emit",
     ]
+    # CPU seconds of the same stages (report.json cpu_s), each at most a little over wall
+    cpu = dict(result.plan.cpu_timings)
+    assert list(cpu) == stages and all(v >= 0 for v in cpu.values())
+    report = json.loads(result.files["report.json"])
+    assert list(report["cpu_s"]) == stages[:-1] == list(report["timings_s"])  # emit: after
 
 
 @pytest.mark.parametrize("name", ["../../escaped_by_graph_name", "a/b", "/abs/x", "..", ""])
