@@ -861,12 +861,22 @@ FORM_BEFORE.update(
     ro = Reshape(o, os)
     y = Transpose <perm = [0,2,1,3]> (ro)""",
         ),
+        # the matmul_bias_relu rule's Gemm branch, with and without the bias (B optional)
+        "MatMulBiasRelu/gemm_relu": (
+            "float[6,16] x, float[32,16] w, float[32] b", "float[6,32]",
+            "g = Gemm <transB = 1> (x, w, b)\n    y = Relu(g)",
+        ),
+        "MatMulBiasRelu/gemm_relu/no_bias": (
+            "float[6,16] x, float[32,16] w", "float[6,32]",
+            "g = Gemm <transB = 1> (x, w)\n    y = Relu(g)",
+        ),
         # the matmul_bias_relu rule's branch without the bias Add
         "MatMulBiasRelu/matmul_relu": (
             "float[2,6,16] x, float[16,32] w", "float[2,6,32]", "m = MatMul(x, w)\n    y = Relu(m)"
         ),
     }
 )  # fmt: skip
+CONSTS.update({"MatMulBiasRelu/gemm_relu": ["w", "b"], "MatMulBiasRelu/gemm_relu/no_bias": ["w"]})
 SHAPES.update(
     {
         "FlashAttentionScore/bnsd_k_context_bsnd/dynamo": {"ks": [2, 3, 8, 5]},
