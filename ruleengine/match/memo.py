@@ -44,6 +44,7 @@ import time
 from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from operator import itemgetter
 from typing import Any
 
 import numpy as np
@@ -544,7 +545,6 @@ class _Translated(Candidate):
         d["key"] = key  # cached_property values, known already
         d["nodes"] = key[1]
         d["_from"] = (graph, names, o, v)
-        d["_origin"] = (o, v)
 
     @classmethod
     def make(
@@ -566,7 +566,6 @@ class _Translated(Candidate):
             nodes=key[1],
             node_set=node_set,
             _from=(graph, names, o, v),
-            _origin=(o, v),
         )
         return obj
 
@@ -763,41 +762,50 @@ def _twins(
     candidates (costing reads paths inside a group's span: convexity). ``origins``: the
     translated candidates (index, outcome, member); ``own``: id of a representative's
     own candidate -> its index."""
+    if not origins:
+        return {}
+    outs = list(map(_SECOND, origins))
+    # per distinct outcome (a few thousand): its representative, span and own candidate
+    distinct = {id(o): o for o in outs}
     spans: dict[int, tuple[int, int]] = {}
-    by_rep: dict[int, set[int]] = {}
-    seen: set[int] = set()
-    for _i, o, v in origins:
-        r = o.anchor
-        if id(o) not in seen:
-            seen.add(id(o))
-            lo, hi = spans.get(r, (0, 0))
-            spans[r] = (min(lo, *o.offs), max(hi, *o.offs))
-        members = by_rep.get(r)
-        if members is None:
-            by_rep[r] = {v}
-        else:
-            members.add(v)
+    for o in distinct.values():
+        lo, hi = spans.get(o.anchor, (0, 0))
+        spans[o.anchor] = (min(lo, *o.offs), max(hi, *o.offs))
+    n_o = len(outs)
+    anchors = np.fromiter((o.anchor for o in distinct.values()), dtype=np.int64)
+    source = np.fromiter((own.get(id(o.candidate), -1) for o in distinct.values()), dtype=np.int64)
+    slot = {k: i for i, k in enumerate(distinct)}
+    which = np.fromiter(map(slot.__getitem__, map(id, outs)), dtype=np.int64, count=n_o)
+    vs = np.fromiter(map(_THIRD, origins), dtype=np.int64, count=n_o)
+    at = anchors[which]
     sig = st.sig
     n = len(sig)
-    alike: dict[int, set[int]] = {}
-    for r, vs in by_rep.items():
+    alike = np.zeros(n_o, dtype=bool)
+    by = np.argsort(at, kind="stable")
+    cuts = np.flatnonzero(at[by][1:] != at[by][:-1]) + 1
+    for rows in np.split(by, cuts):
+        r = int(at[rows[0]])
         lo, hi = spans[r]
         if r + lo < 0 or r + hi >= n:
             continue
         offs = np.arange(lo, hi + 1, dtype=np.int64)
-        members = np.fromiter(sorted(vs), dtype=np.int64)
+        members, back = np.unique(vs[rows], return_inverse=True)
         idx = members[:, None] + offs[None, :]
         ok = ((idx >= 0) & (idx < n)).all(axis=1)
         good = np.zeros(len(members), dtype=bool)
         if ok.any():
             good[ok] = (sig[idx[ok]] == sig[r + offs][None, :]).all(axis=1)
-        alike[r] = set(members[good].tolist())
-    out: dict[int, tuple[int, int]] = {}
-    for i, o, v in origins:
-        j = own.get(id(o.candidate))
-        if j is not None and v in alike.get(o.anchor, ()):
-            out[i] = (j, v - o.anchor)
-    return out
+        alike[rows] = good[back.reshape(-1)]
+    src = source[which]
+    keep = np.flatnonzero(alike & (src >= 0))
+    index = np.fromiter(map(_FIRST, origins), dtype=np.int64, count=n_o)
+    return dict(
+        zip(
+            index[keep].tolist(),
+            zip(src[keep].tolist(), (vs[keep] - at[keep]).tolist(), strict=True),
+            strict=True,
+        )
+    )
 
 
 def _hub_predicates(graph: Graph, st: Structure, prog: Program) -> set[str]:
@@ -826,6 +834,7 @@ def _hub_predicates(graph: Graph, st: Structure, prog: Program) -> set[str]:
 
 
 _PAD_LAST = np.iinfo(np.int32).max  # pads a node set's sorted ranks at its end
+_FIRST, _SECOND, _THIRD = itemgetter(0), itemgetter(1), itemgetter(2)
 
 
 class _KeyRows:
@@ -845,28 +854,30 @@ class _KeyRows:
         rule_rank: Mapping[str, int],
     ) -> None:
         n = len(keys)
-        width = max((len(k[1]) for k in keys), default=0)
+        width = max(map(len, map(_SECOND, keys)), default=0)
         nodes = np.zeros((n, width), dtype=np.int32)  # name ranks < 2**31
-        groups: dict[int, tuple[_Outcome, list[int], list[int]]] = {}
-        for i, e in enumerate(entries):
-            o = e[0]
-            if o is None:
-                names = keys[i][1]
-                nodes[i, : len(names)] = rank[[pos[x] for x in names]] + 1
-                continue
-            g = groups.get(id(o))
-            if g is None:
-                groups[id(o)] = (o, [i], [e[1]])
-            else:
-                g[1].append(i)
-                g[2].append(e[1])
-        for o, idx, vs in groups.values():
-            flat = np.asarray(o.flat, dtype=np.int64)
-            rows = np.asarray(idx, dtype=np.int64)[:, None]
-            at = np.asarray(vs, dtype=np.int64)[:, None] + flat[None, :]
-            nodes[rows, np.arange(len(flat))[None, :]] = rank[at] + 1
-        self.rules = np.fromiter((rule_rank[k[0]] for k in keys), dtype=np.int32, count=n)
-        alts = np.fromiter((k[2] for k in keys), dtype=np.int32, count=n)
+        if n:
+            # entries grouped by outcome (one numpy step each); stable: row order kept
+            outs = list(map(_FIRST, entries))
+            ids = np.fromiter(map(id, outs), dtype=np.uint64, count=n)
+            by = np.argsort(ids, kind="stable")
+            cuts = np.flatnonzero(ids[by][1:] != ids[by][:-1]) + 1
+            for rows in np.split(by, cuts):
+                o = outs[rows[0]]
+                if o is None:  # rows of their own: read from the names
+                    for i in rows.tolist():
+                        names = keys[i][1]
+                        nodes[i, : len(names)] = rank[[pos[x] for x in names]] + 1
+                    continue
+                got = rows.tolist()
+                vs = np.fromiter(map(_SECOND, map(entries.__getitem__, got)), np.int64, len(got))
+                flat = np.asarray(o.flat, dtype=np.int64)
+                at = vs[:, None] + flat[None, :]
+                nodes[rows[:, None], np.arange(len(flat))[None, :]] = rank[at] + 1
+        self.rules = np.fromiter(
+            map(rule_rank.__getitem__, map(_FIRST, keys)), dtype=np.int32, count=n
+        )
+        alts = np.fromiter(map(_THIRD, keys), dtype=np.int32, count=n)
         # key order: rule, then the node ranks column by column, then the alternative
         columns = [alts, *(nodes[:, j] for j in range(width - 1, -1, -1)), self.rules]
         self.order = np.lexsort(columns) if n else np.zeros(0, dtype=np.int64)
