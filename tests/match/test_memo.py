@@ -231,3 +231,49 @@ def test_key_rows_order_and_deduplicate_like_tuples() -> None:
             want.setdefault((key[0], frozenset(key[1]), code_of[key]), key)
     got = rows.first_per_set(codes, outside=other_rows)
     assert [keys_l[i] for i in got] == list(want.values())
+
+
+def _twins_reference(st, origins, own) -> dict:
+    """``memo._twins`` as first written (a Python loop per translated candidate)."""
+    spans: dict[int, tuple[int, int]] = {}
+    by_rep: dict[int, set[int]] = {}
+    for _i, o, v in origins:
+        lo, hi = spans.get(o.anchor, (0, 0))
+        spans[o.anchor] = (min(lo, *o.offs), max(hi, *o.offs))
+        by_rep.setdefault(o.anchor, set()).add(v)
+    sig, n = st.sig, len(st.sig)
+    alike: dict[int, set[int]] = {}
+    for r, vs in by_rep.items():
+        lo, hi = spans[r]
+        if r + lo < 0 or r + hi >= n:
+            continue
+        want = sig[r + lo : r + hi + 1]
+        alike[r] = {
+            v for v in vs if 0 <= v + lo and v + hi < n and (sig[v + lo : v + hi + 1] == want).all()
+        }
+    out = {}
+    for i, o, v in origins:
+        j = own.get(id(o.candidate))
+        if j is not None and v in alike.get(o.anchor, ()):
+            out[i] = (j, v - o.anchor)
+    return out
+
+
+def test_twins_equal_the_per_candidate_reference(rule_set, monkeypatch) -> None:
+    """The twins (candidate -> the one it translates) found with numpy per outcome equal
+    the per-candidate loop's, on a stack with one layer changed (some members differ
+    from their representative over a candidate's span)."""
+    calls = []
+    fast = memo._twins
+
+    def both(st, origins, own):
+        got = fast(st, origins, own)
+        want = _twins_reference(st, origins, own)
+        assert list(got.items()) == list(want.items())
+        calls.append(len(got))
+        return got
+
+    monkeypatch.setattr(memo, "_twins", both)
+    for m in (decoder_stack(30), _with_attribute_changed()):
+        find_candidates(graph_from_model(m), rule_set, memo=True)
+    assert len(calls) == 2 and all(calls)
