@@ -19,6 +19,7 @@ that chose this over onnx's data propagation and onnxruntime's symbolic inferenc
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from operator import itemgetter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -440,22 +441,26 @@ def resolve_shapes(
     external = _external_ints(model, folder)
     inferred = _infer_with_values(model, external)
     g = inferred.graph
-    # name -> TypeProto for the per-node pass; initializers' are built only when read
-    types: dict[str, onnx.TypeProto] = {}
+    declared = (*g.input, *g.value_info, *g.output)
     out: dict[str, tuple[int, tuple | None]] = {}
-    for vi in (*g.input, *g.value_info, *g.output):
-        tp = vi.type
-        got = reader.read(tp)
+    for vi in declared:
+        got = reader.read(vi.type)
         if got is not None:
-            types[vi.name] = tp
             out[vi.name] = got
-    init_types: dict[str, tuple[int, tuple[int, ...]]] = {}
     for init in g.initializer:
-        init_types[init.name] = got = (init.data_type, tuple(init.dims))
-        types.pop(init.name, None)
-        out[init.name] = got
+        out[init.name] = (init.data_type, tuple(init.dims))
     reinferred = improved = 0
-    if not all(_static(s) for _, s in out.values()):
+    # (distinct shapes: a stack of layers has a few hundred for 10^5 tensors)
+    if not all(_static(s) for s in set(map(itemgetter(1), out.values()))):
+        # name -> TypeProto for the per-node pass; initializers' are built only when read
+        types: dict[str, onnx.TypeProto] = {}
+        for vi in declared:
+            if reader.read(vi.type) is not None:
+                types[vi.name] = vi.type
+        init_types: dict[str, tuple[int, tuple[int, ...]]] = {}
+        for init in g.initializer:
+            init_types[init.name] = (init.data_type, tuple(init.dims))
+            types.pop(init.name, None)
         shapes = {name: s for name, (_, s) in out.items()}
         values: dict[str, Value] = {}
         for init in g.initializer:
