@@ -12,21 +12,40 @@ from typing import Any
 INDENT_LIMIT_BYTES = 256 * 1024
 
 
+# one encoder for every record (``json.dumps`` with options makes a new one per call)
+_COMPACT = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+
+
 def json_bytes(data: Any) -> bytes:
     """JSON text: indented when small; when large, each top-level key on its own line
-    and each element of a top-level list on its own line (compact inside)."""
-    compact = json.dumps(data, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
-    if len(compact) < INDENT_LIMIT_BYTES or not isinstance(data, dict):
-        return (json.dumps(data, indent=2, ensure_ascii=False, allow_nan=False) + "\n").encode()
-
-    def dump(v: Any) -> str:
-        return json.dumps(v, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
-
-    lines = []
+    and each element of a top-level list on its own line (compact inside). Each record
+    is encoded once: the compact document's size is the sum of its parts'."""
+    if not isinstance(data, dict) or not all(isinstance(k, str) for k in data):
+        return _indented(data)
+    dump = _COMPACT.encode
+    parts: list[tuple[str, list[str] | str]] = []
+    size = 1 + max(len(data), 1)  # braces and the commas between entries
     for k, v in data.items():
+        key = dump(k)
         if isinstance(v, list) and v:
-            body = ",\n".join(f"    {dump(x)}" for x in v)
-            lines.append(f"  {dump(k)}: [\n{body}\n  ]")
+            items = [dump(x) for x in v]
+            size += len(key) + 2 + sum(map(len, items)) + len(items)
+            parts.append((key, items))
         else:
-            lines.append(f"  {dump(k)}: {dump(v)}")
+            text = dump(v)
+            size += len(key) + 1 + len(text)
+            parts.append((key, text))
+    if size < INDENT_LIMIT_BYTES:
+        return _indented(data)
+    lines = []
+    for key, val in parts:
+        if isinstance(val, list):
+            body = ",\n".join(f"    {x}" for x in val)
+            lines.append(f"  {key}: [\n{body}\n  ]")
+        else:
+            lines.append(f"  {key}: {val}")
     return ("{\n" + ",\n".join(lines) + "\n}\n").encode()
+
+
+def _indented(data: Any) -> bytes:
+    return (json.dumps(data, indent=2, ensure_ascii=False, allow_nan=False) + "\n").encode()

@@ -105,3 +105,22 @@ def test_explain_rule_text_and_model() -> None:
     assert "op 2: Swish -> ONNX Swish; composite forms silu" in res.stdout
     assert "alternative 2 (branch 1)" in res.stdout
     assert "11 candidate(s)" in res.stdout
+
+
+def test_json_layout_switches_at_the_compact_size_limit() -> None:
+    """``jsontext.json_bytes`` encodes each record once and adds up the compact size:
+    the layout (indented, or one record per line) flips exactly where the compact
+    document reaches the limit, and both read back as the same data."""
+    import json
+
+    from ruleengine.jsontext import INDENT_LIMIT_BYTES, json_bytes
+
+    compact = {"a": [], "b": {"k": [1, 2]}, "s": "é"}
+    limit_items = (INDENT_LIMIT_BYTES - 40) // 13
+    for n in range(limit_items - 5, limit_items + 5):
+        data = {"c": ["x" * 10] * n, **compact}
+        text = json_bytes(data)
+        size = len(json.dumps(data, ensure_ascii=False, separators=(",", ":")))
+        indented = (json.dumps(data, indent=2, ensure_ascii=False) + "\n").encode()
+        assert (text == indented) == (size < INDENT_LIMIT_BYTES)
+        assert json.loads(text) == data
