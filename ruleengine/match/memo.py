@@ -980,8 +980,10 @@ def _match_window(
     label = [n.name for n in nodes]
     label_arr = np.array(label, dtype=object)
     redo: set[str] = set()
-    candidates: dict[tuple, Candidate] = {}
-    near: dict[tuple, NearMiss] = {}
+    # per rule: the winning (key, entry) of each candidate key, and of each near-miss
+    # key that is no candidate key (keys and entries kept side by side: a key is a
+    # tuple, whose hash Python recomputes at every dict lookup)
+    per_rule: dict[str, tuple] = {}
     for rule in rules:
         head, _arity, combos = prog.rules[rule.name]
         plans: dict[int, tuple] = {}
@@ -1086,11 +1088,17 @@ def _match_window(
                     prev = setdefault(key, entry)
                     if prev is not entry and row_of(entry) < row_of(prev):
                         best[key] = entry
-        for key, entry in best_c.items():
-            candidates[key] = entry
-        for key, entry in best_n.items():
-            if key not in best_c:
-                near[key] = (entry, rule, combos, plans)
+        n_items = [(key, entry) for key, entry in best_n.items() if key not in best_c]
+        if best_c or n_items:
+            per_rule[name] = (
+                list(best_c),
+                list(best_c.values()),
+                [key for key, _ in n_items],
+                [entry for _, entry in n_items],
+                rule,
+                combos,
+                plans,
+            )
     t3 = time.perf_counter()
     # same de-duplication as the plain matcher: per rule and node set the first key in
     # key order; records are made for the winners only. Keys are ordered and compared
@@ -1100,27 +1108,23 @@ def _match_window(
     rule_rank = {name: k for k, name in enumerate(sorted(r.name for r in rules))}
     # rule by rule (keys of two rules never tie: the rule name comes first), in rule
     # name order: each rule's rows are only as wide as its own keys
-    by_rule: dict[str, tuple[list[tuple], list[tuple]]] = {}
-    for key in candidates:
-        by_rule.setdefault(key[0], ([], []))[0].append(key)
-    for key in near:
-        by_rule.setdefault(key[0], ([], []))[1].append(key)
-    won: list[tuple] = []
+    won: list[tuple[tuple, tuple]] = []
     near_won: list[tuple] = []
-    for name in sorted(by_rule):
-        c_keys, n_keys = by_rule[name]
-        c_rows = _KeyRows(c_keys, [candidates[k] for k in c_keys], rank, pos, rule_rank)
-        won.extend(c_keys[i] for i in c_rows.first_per_set())
+    for name in sorted(per_rule):
+        c_keys, c_entries, n_keys, n_entries, rule, combos, plans = per_rule[name]
+        c_rows = _KeyRows(c_keys, c_entries, rank, pos, rule_rank)
+        won.extend((c_keys[i], c_entries[i]) for i in c_rows.first_per_set())
         if n_keys:
-            n_entries = [near[k][0] for k in n_keys]
             codes = [e[4] if e[0] is None else e[0].code for e in n_entries]
             n_rows = _KeyRows(n_keys, n_entries, rank, pos, rule_rank)
-            near_won.extend(n_keys[i] for i in n_rows.first_per_set(codes, outside=c_rows))
+            near_won.extend(
+                (n_keys[i], n_entries[i], rule, combos, plans)
+                for i in n_rows.first_per_set(codes, outside=c_rows)
+            )
     final_l: list[Candidate] = []
     origins: list[tuple[int, _Outcome, int]] = []
     own: dict[int, int] = {}  # id of a representative's own candidate -> its index
-    for key in won:
-        entry = candidates[key]
+    for key, entry in won:
         o, v = entry[0], entry[1]
         if o is None:
             cand = entry[3]
@@ -1133,8 +1137,7 @@ def _match_window(
         final_l.append(cand)
     final = tuple(final_l)
     near_l: list[NearMiss] = []
-    for key in near_won:
-        entry, rule, combos, plans = near[key]
+    for key, entry, rule, combos, plans in near_won:
         o, v = entry[0], entry[1]
         if o is None:
             near_l.append(NearMiss(entry[3], entry[4], entry[5]))
