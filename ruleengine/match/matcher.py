@@ -451,13 +451,14 @@ def _check(
         )
 
 
-# Ops that hand a constant on unchanged in value (TorchScript wraps biases in Identity,
-# mixed-precision exports Cast them): their output is as constant as their input.
-_CONST_PASSTHROUGH = frozenset({"Identity", "Cast", "CastLike"})
+# Ops that hand a constant on as a constant (TorchScript wraps biases in Identity,
+# mixed-precision exports Cast them, a tied LM head multiplies by Transpose of the
+# embedding table): their output is as constant as their input.
+_CONST_PASSTHROUGH = frozenset({"Identity", "Cast", "CastLike", "Transpose"})
 
 
 def is_const_like(graph: Graph, name: str) -> bool:
-    """A constant (initializer or Constant output), or Identity/Cast of one (any depth)."""
+    """A constant (initializer or Constant output), or Identity/Cast/Transpose of one."""
     for _ in range(16):
         tensor = graph.tensors.get(name)
         if tensor is None:

@@ -234,13 +234,13 @@ def structure(graph: Graph) -> Structure:
     Tensor labels and the op-local part of a node (type, attributes, ...) are interned
     to ints first, so a node's key is a small tuple of ints and offsets: one pass over
     the nodes, linear in the graph."""
-    from ruleengine.match.matcher import is_const_like
+    from ruleengine.match.matcher import _CONST_PASSTHROUGH, is_const_like
 
     nodes = graph.nodes
     pos = {n.name: i for i, n in enumerate(nodes)}
     tensors = graph.tensors
     hubs = frozenset(name for name, t in tensors.items() if len(t.consumers) > HUB)
-    passthrough = {n.name for n in nodes if n.op_type in ("Identity", "Cast", "CastLike")}
+    passthrough = {n.name for n in nodes if n.op_type in _CONST_PASSTHROUGH}
 
     # tensor -> (label id, producer position or -1, producer port, readers as
     # ((position, port), ...), hub)

@@ -478,6 +478,23 @@ SHAPES_STRUCTURAL["AttentionOutProj"] = dict(GQA_SHAPES)
 SHAPES_STRUCTURAL["RmsNormRopeAttention"] = {**GQA_SHAPES, "qs": [1, 6, 4, 8], "kvs": [1, 6, 2, 8]}
 CONSTS["AttentionOutProj"] = ["wo"]
 CONSTS["RmsNormRopeAttention"] = ["g", "wq", "wk", "wv", "cos", "sin"]  # fmt: skip
+# Generated kernels of the library track's rules (issue 11): norm + biased projections,
+# two embedding lookups summed.
+STRUCTURAL_BEFORE["NormProjectionHeads"] = (
+    "float[2,6,32] s, float[32] g, float[32] be, float[32,32] wq, float[32] bq, "
+    "float[32,32] wk, float[32] bk, float[32,32] wv",
+    "float[2,6,32] q, float[2,6,32] k, float[2,6,32]",
+    "n = LayerNormalization <axis = -1, epsilon: float = 0.00001> (s, g, be)\n"
+    "    mq = MatMul(n, wq)\n    q = Add(mq, bq)\n    mk = MatMul(n, wk)\n"
+    "    k = Add(mk, bk)\n    y = MatMul(n, wv)",
+)
+CONSTS["NormProjectionHeads"] = ["wq", "bq", "wk", "bk", "wv"]
+STRUCTURAL_BEFORE["EmbeddingSum"] = (
+    "float[100,32] tab, int64[2,6] ids, float[40,32] ptab, int64[2,6] pos",
+    "float[2,6,32]",
+    "e = Gather(tab, ids)\n    p = Gather(ptab, pos)\n    y = Add(e, p)",
+)
+CONSTS["EmbeddingSum"] = ["tab", "ptab"]
 
 
 SHAPES = {
