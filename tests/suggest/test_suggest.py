@@ -210,10 +210,12 @@ def test_real_export_coverage_rises_and_rules_lint_clean(tmp_path):
 def test_suggested_from_one_exporter_helps_the_other(tmp_path):
     from ruleengine.pipeline import analyze
 
-    s = suggest([SHARED / "families" / "opt-tiny.ts.onnx"])
+    # PoolFormer: the bundled rules leave ~30% of its fusable traffic (OPT, used before,
+    # is now mostly covered by the bundled library: too little left to learn)
+    s = suggest([SHARED / "families" / "poolformer-narrow.ts.onnx"])
     for d in s.rules:
         (tmp_path / f"{d.name}.yaml").write_text(d.text)
-    other = SHARED / "families" / "opt-tiny.dynamo.onnx"
+    other = SHARED / "families" / "poolformer-narrow.dynamo.onnx"
 
     def cov(rules):
         a = analyze(other, rules, preset="all")
