@@ -170,7 +170,9 @@ def suggest(
     drafts, twins = _distinct(drafts, rules, preset)
     dropped += twins
     drafts = [_with_kernel(d, graphs) for d in drafts]
-    drafts, pruned, report = _measure_after(baseline, drafts, rules, preset, target, dims, note)
+    drafts, pruned, report = _measure_after(
+        baseline, drafts, rules, preset, target, dims, note, graphs
+    )
     dropped += pruned
     return Suggestion(tuple(drafts), tuple(dropped), report, target)
 
@@ -183,6 +185,8 @@ def _with_tests(
     no rule; a negative that matches is cut elsewhere; a draft for which no near
     structure stays unmatched gives way to a less general one (or, when none has a
     negative, the least general draft that finds its region is kept with its positive)."""
+    from dataclasses import replace
+
     out: list[DraftRule] = []
     failed: list[tuple[str, str]] = []
     for drafts in alternatives:
@@ -200,7 +204,8 @@ def _with_tests(
         if chosen is None:
             failed.append((drafts[0].name, "its generated tests do not pass"))
         else:
-            out.append(chosen)
+            after = drafts[[d.text for d in drafts].index(chosen.text) + 1 :]
+            out.append(replace(chosen, narrower=tuple((d.cluster, d.text) for d in after)))
     return out, failed
 
 
@@ -374,14 +379,14 @@ PRUNE_ROUNDS = 12
 
 
 def _measure_after(  # noqa: ANN001
-    baseline, drafts, rules, preset, target, dims, note
+    baseline, drafts, rules, preset, target, dims, note, graphs
 ) -> tuple[list[DraftRule], list[tuple[str, str]], tuple[ModelCoverage, ...]]:
     """Run the pipeline again with the drafted rules beside the given ones; drafted rules
     that lower coverage (``_prune``) are left out and the pipeline run again without them."""
     from ruleengine import coverage
 
     analyses = _analyses(baseline, drafts, rules, preset, target, dims, note)
-    drafts, pruned = _prune(drafts, analyses, [b[1] for b in baseline])
+    drafts, pruned = _prune(drafts, analyses, [b[1] for b in baseline], graphs)
     if pruned:
         note("measuring again without the rules that lower coverage")
         analyses = _analyses(baseline, drafts, rules, preset, target, dims, note)
@@ -423,53 +428,140 @@ def _analyses(baseline, drafts, rules, preset, target, dims, note) -> list:  # n
     return out
 
 
-def _prune(  # noqa: ANN001
-    drafts: list[DraftRule], analyses, models: list[str]
+def _prune(  # noqa: ANN001, C901, PLR0915
+    drafts: list[DraftRule], analyses, models: list[str], graphs=None
 ) -> tuple[list[DraftRule], list[tuple[str, str]]]:
-    """Leave out the drafted rules that lower coverage: each round, the selection stage is
-    run (``resolve``, as the pipeline runs it) over every model's scored candidates minus
-    one drafted rule's, for each drafted rule with a chosen group; the rule whose removal
-    captures the most fusable bytes more (coverage summed over the models) is dropped.
-    Exact for what it tries: match and cost do not depend on the other rules (the
-    pipeline is run again without the dropped rules all the same)."""
+    """Leave out or narrow the drafted rules that lower coverage: each round, the
+    selection stage is run (``resolve``, as the pipeline runs it) over every model's
+    scored candidates with one drafted rule's left out, or replaced by those of a less
+    general draft of its cluster (``DraftRule.narrower``: matched and costed on the same
+    graphs), for each drafted rule with a chosen group; the change that captures the
+    most fusable bytes more (coverage summed over the models; ties: narrowing first, then
+    the better-ranked rule) is made. A narrowed draft must pass its generated tests.
+    Exact for what it tries: match and cost of a rule do not depend on the other rules
+    but for duplicates, which ``_without`` and the cost stage's own rule settle (the
+    pipeline is run again on the result all the same)."""
+    from dataclasses import replace
+
     from ruleengine import coverage
+    from ruleengine.cost.scoring import _reduce_duplicates
     from ruleengine.resolve import resolve
 
     edges = [coverage.fusable_edges(a.graph) for a in analyses]
+    current = {d.name: d for d in drafts}
+    swapped: dict[str, list[tuple]] = {}  # rule -> per model, its candidates now (narrowed)
     out: set[str] = set()
     dropped: list[tuple[str, str]] = []
+    alt_scored: dict[tuple[str, int], list[tuple]] = {}
 
-    def select(without: frozenset[str]) -> tuple[list[float], set[str]]:
-        shares, rules = [], set()
-        for a, e in zip(analyses, edges, strict=True):
-            if not without:
+    def scored_of(k: int, without: set[str], swap: dict[str, list[tuple]]) -> list:
+        a = analyses[k]
+        base = _without(a.scored, frozenset(without | set(swap)))
+        if not swap:
+            return base
+        extra = [sc for name in sorted(swap) for sc in swap[name][k]]
+        return sorted(_reduce_duplicates([*base, *extra]), key=lambda sc: sc.candidate.key)
+
+    def select(without: set[str], swap: dict[str, list[tuple]]) -> tuple[list[float], set[str]]:
+        shares, used = [], set()
+        for k, (a, e) in enumerate(zip(analyses, edges, strict=True)):
+            if not without and not swap:
                 chosen = a.resolution.chosen
             else:
-                kept = [sc for sc in a.scored if sc.candidate.rule not in without]
-                chosen = resolve(a.graph, kept).chosen
-            rules.update(sc.candidate.rule for sc in chosen)
+                chosen = resolve(a.graph, scored_of(k, without, swap)).chosen
+            used.update(sc.candidate.rule for sc in chosen)
             shares.append(coverage.measure(a.graph, [sc.candidate.nodes for sc in chosen], e))
-        return [m.coverage for m in shares], rules
+        return [m.coverage for m in shares], used
 
-    now, used = select(frozenset())
+    def narrowed(d: DraftRule, i: int) -> list[tuple]:
+        if (d.name, i) not in alt_scored:
+            alt_scored[d.name, i] = [_scored_rule(d.name, d.narrower[i][1], a) for a in analyses]
+        return alt_scored[d.name, i]
+
+    now, used = select(out, swapped)
     for _ in range(PRUNE_ROUNDS):
-        best: tuple[float, str, list[float], set[str]] | None = None
-        for d in drafts:
+        trials = []
+        for rank, d in enumerate(drafts):
             if d.name in out or d.name not in used:
                 continue
-            trial, trial_used = select(frozenset({*out, d.name}))
-            gain = sum(trial) - sum(now)
-            if gain > 1e-9 and (best is None or gain > best[0]):
-                best = (gain, d.name, trial, trial_used)
-        if best is None:
+            d = current[d.name]
+            for i in range(len(d.narrower)):
+                trial, trial_used = select(out, {**swapped, d.name: narrowed(d, i)})
+                trials.append((sum(trial) - sum(now), 1, -rank, -i, d, i, trial, trial_used))
+            trial, trial_used = select(
+                out | {d.name}, {k: v for k, v in swapped.items() if k != d.name}
+            )
+            trials.append((sum(trial) - sum(now), 0, -rank, 0, d, None, trial, trial_used))
+        change = None
+        for t in sorted(trials, key=lambda t: t[:4], reverse=True):
+            if t[0] <= 1e-9:
+                break
+            d, i = t[4], t[5]
+            if i is None:
+                change = t
+                break
+            cluster, text = d.narrower[i]
+            tested = _tested(replace(d, text=text, cluster=cluster, tests={}), graphs)
+            if tested is not None:
+                change = (*t[:4], tested, i, *t[6:])
+                break
+        if change is None:
             break
-        _, name, trial, trial_used = best
-        lost = ", ".join(
-            f"{m}: {n:.1%} with it, {t:.1%} without"
-            for m, n, t in zip(models, now, trial, strict=True)
-            if t != n
-        )
-        dropped.append((name, f"lowers coverage: its groups win on net bytes ({lost})"))
-        out.add(name)
+        _, _, _, _, d, i, trial, trial_used = change
+        if i is None:
+            lost = ", ".join(
+                f"{m}: {n:.1%} with it, {t:.1%} without"
+                for m, n, t in zip(models, now, trial, strict=True)
+                if t != n
+            )
+            dropped.append((d.name, f"lowers coverage: its groups win on net bytes ({lost})"))
+            out.add(d.name)
+            swapped.pop(d.name, None)
+        else:
+            swapped[d.name] = narrowed(current[d.name], i)
+            current[d.name] = replace(d, narrower=current[d.name].narrower[i + 1 :])
+            alt_scored = {k: v for k, v in alt_scored.items() if k[0] != d.name}
         now, used = trial, trial_used
-    return [d for d in drafts if d.name not in out], dropped
+    kept = [current[d.name] for d in drafts if d.name not in out]
+    if graphs is not None:
+        kept = [_with_kernel(d, graphs) if d.name in swapped else d for d in kept]
+    return kept, dropped
+
+
+def _scored_rule(name: str, text: str, analysis) -> list:  # noqa: ANN001
+    """The scored candidates of one rule (YAML ``text``) on an analysis's graph."""
+    from ruleengine.cost import score_candidates
+    from ruleengine.match.parallel import find_candidates_parallel
+    from ruleengine.rules.lint import load_rule_set
+
+    with tempfile.TemporaryDirectory(prefix="autofusion-suggest-") as tmp:
+        (Path(tmp) / f"{name}.yaml").write_text(text, encoding="utf-8")
+        rule_set = load_rule_set([tmp])
+    match = find_candidates_parallel(analysis.graph, rule_set, 1)
+    return list(score_candidates(analysis.graph, match, rule_set, analysis.target))
+
+
+def _without(scored, rules: frozenset[str]) -> list:  # noqa: ANN001
+    """The scored candidates as the cost stage gives them without ``rules``: theirs left
+    out, and a candidate it marked a duplicate of one of theirs (the same node set, lower
+    priority) viable again (the highest priority of those, as the cost stage keeps)."""
+    from ruleengine.cost.model import Verdict
+    from ruleengine.cost.scoring import relabel
+
+    gone = {sc.candidate.node_set for sc in scored if sc.viable and sc.candidate.rule in rules}
+    kept = [sc for sc in scored if sc.candidate.rule not in rules]
+    stays = {sc.candidate.node_set for sc in kept if sc.viable}
+    back: dict[frozenset[str], int] = {}
+    for i, sc in enumerate(kept):
+        nodes = sc.candidate.node_set
+        if sc.verdict is not Verdict.DUPLICATE or nodes not in gone or nodes in stays:
+            continue
+        j = back.get(nodes)
+        if j is None or (-sc.priority, sc.candidate.key) < (
+            -kept[j].priority,
+            kept[j].candidate.key,
+        ):
+            back[nodes] = i
+    for i in back.values():
+        kept[i] = relabel(kept[i], Verdict.FUSE, "fuse", "")
+    return kept

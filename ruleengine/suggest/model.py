@@ -53,6 +53,9 @@ class DraftRule:
     priority: int
     tests: Mapping[str, str] = field(default_factory=dict)  # file in <name>.tests/ -> text
     kernel: str = ""  # the kernel catalog entry of its target_op (kernels/<TargetOp>.yaml)
+    # less general drafts of the same cluster (cluster, text), most general first: what
+    # the draft is narrowed to where its generalization lowers coverage (untested)
+    narrower: tuple[tuple[Cluster, str], ...] = field(default=(), compare=False, repr=False)
 
     @property
     def target_op(self) -> str:

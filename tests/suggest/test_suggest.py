@@ -521,3 +521,35 @@ def test_a_drafted_rule_that_lowers_coverage_is_left_out(tmp_path):
     assert [d.name for d in kept] == ["draft_cube_relu"]
     assert [n for n, _ in dropped] == ["draft_cube_pair"]
     assert "m.onnx: 0.0% with it, 100.0% without" in dropped[0][1]
+
+
+def test_a_drafted_rule_is_narrowed_where_its_general_form_lowers_coverage(tmp_path):
+    """The same drafted rule with a less general draft of its cluster on offer: where the
+    general form's groups win on net bytes and capture nothing, the rule is narrowed (it
+    stays, with the less general pattern, its tests and kernel entry) rather than dropped."""
+    from ruleengine.pipeline import analyze
+    from ruleengine.suggest import DraftRule, Instance, Region, _prune
+    from ruleengine.suggest.canon import canonicalize
+    from ruleengine.suggest.model import Cluster
+
+    text = (
+        '<ir_version: 8, opset_import: ["" : 17]>\n'
+        "g (float[64,256] x, float[256,1024] W_a, float[1024,64] W_b) => (float[64,64] y)\n"
+        "{\n  [mm1] h = MatMul (x, W_a)\n  [mm2] k = MatMul (h, W_b)\n  [act] y = Relu (k)\n}\n"
+    )
+    model = save(text, tmp_path / "m.onnx")
+    general = _CUBE_PAIR.format(name="draft_x", second="MatMul", target="DraftX")
+    narrow = _CUBE_PAIR.format(name="draft_x", second="Relu", target="DraftX")
+    (tmp_path / "draft_x.yaml").write_text(general)
+    a = analyze(model, [tmp_path])
+    region = ("mm2", "act")
+    canon = canonicalize(a.graph, region, ())
+    inst = Instance("m.onnx", Region(region, 0, 0), canon.units, False, frozenset(), frozenset())
+    cluster = Cluster(canon.key, (inst,))
+    d = DraftRule("draft_x", general, cluster, 0, narrower=((cluster, narrow),))
+    kept, dropped = _prune([d], [a], ["m.onnx"], {"m.onnx": a.graph})
+    assert dropped == []
+    (k,) = kept
+    assert k.text == narrow and k.narrower == ()
+    assert "positive_region.onnxtxt" in k.tests
+    assert "DraftX" in k.kernel
