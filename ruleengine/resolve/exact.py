@@ -17,8 +17,6 @@ from typing import Any
 
 from ruleengine.runtime import run_interruptibly
 
-SINGLE_WORKER_BELOW = 200  # candidates in a component
-
 
 @dataclass(frozen=True)
 class ComponentSolution:
@@ -70,7 +68,7 @@ def solve_component(
 
     proto = model_proto(weights, covering, cuts, hint)
     params = cmh.SatParameters()
-    _set_parameters(params, len(weights), time_limit_s, seed, workers, deterministic_s)
+    _set_parameters(params, time_limit_s, seed, workers, deterministic_s)
     wrapper = cmh.SolveWrapper()
     wrapper.set_parameters(params)
     response = run_interruptibly(lambda: wrapper.solve(proto), wrapper.stop_search)
@@ -118,20 +116,24 @@ _INT64_MIN = -(1 << 63)
 
 def _set_parameters(
     params: Any,
-    n: int,
     time_limit_s: float,
     seed: int,
     workers: int | None,
     deterministic_s: float | None,
 ) -> None:
-    # Solve: start from the greedy choice; fixed seed; one worker for the usual small
-    # component (deterministic, and threads only add overhead there), two for large
-    # ones (CI machines are small); a time limit.
+    # Solve: start from the greedy choice; fixed seed; one worker unless asked; a time
+    # limit. One worker is what makes the answer the same on every run: two free-running
+    # workers race, and which of several equal optima comes back changed from run to run
+    # (OPT's TorchScript export, one component of 336 candidates: three different plans
+    # in six runs). Interleaving two workers is deterministic too but took 5x the CPU of
+    # one worker on a 600-candidate component, and one worker was also faster on large
+    # ones (4,000 candidates: 2.7 s CPU vs 5.6 s; 20,000: optimal in 13 s where two
+    # workers stopped at the 30 s limit; ring-shaped set packing, 2-core machine).
     params.max_time_in_seconds = max(0.01, time_limit_s)
     if deterministic_s is not None:
         params.max_deterministic_time = deterministic_s
     params.random_seed = seed
-    params.num_workers = workers or (1 if n < SINGLE_WORKER_BELOW else 2)
+    params.num_workers = workers or 1
     # OR-Tools would catch Ctrl-C itself and then reset SIGINT to the default (kill, no
     # clean-up); ours stay installed and stop the search instead.
     params.catch_sigint_signal = False
@@ -210,7 +212,7 @@ def _solve_cp_model(
 
     model = cp_model_of(weights, covering, cuts, hint, floors, floor_values)
     solver = cp_model.CpSolver()
-    _set_parameters(solver.parameters, len(weights), time_limit_s, seed, workers, deterministic_s)
+    _set_parameters(solver.parameters, time_limit_s, seed, workers, deterministic_s)
     status = run_interruptibly(lambda: solver.solve(model), solver.stop_search)
     if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         return _solution(solver.response_proto, weights)
