@@ -38,11 +38,6 @@ KNOWN_SHORT: dict[tuple[str, str], str] = {
         "biased projections needs 9 kernel inputs (ascend910b allows 8); attention with the "
         "output projection is the missing kernel (81.3% with it)"
     ),
-    ("opt-tiny.ts.onnx", "coverage"): (
-        "77.8-80.3% captured (two partitions save the same HBM bytes; the solver breaks "
-        "the tie differently from run to run): as dynamo (82.8% with attention + output "
-        "projection)"
-    ),
 }
 
 
