@@ -116,24 +116,22 @@ def test_catalog_opset_check_catches_a_literal_attribute_the_opset_lacks(tmp_pat
     (folder / "ConvReluMaxPool.yaml").write_text(LITERAL)
     (form,) = load_entry(folder / "ConvReluMaxPool.yaml").forms
     assert form.min_opset == 10
-    old = fuse(
-        _conv_relu_maxpool(9, tmp_path),
-        enable=["conv_relu_maxpool"],
-        kernels=[folder],
-        verify=True,
-        verify_mode="whole",
-    )
+
+    def fuse_at(opset: int):
+        return fuse(
+            _conv_relu_maxpool(opset, tmp_path),
+            enable=["conv_relu_maxpool"],
+            kernels=[folder],
+            verify=True,
+            verify_mode="whole",
+        )
+
+    old = fuse_at(9)
     (group,) = old.plan.groups
     assert group.contract.status == "unbound"
     assert "needs opset 10, the model has 9" in group.contract.reason
     assert not old.plan.verification.ok
-    new = fuse(
-        _conv_relu_maxpool(13, tmp_path),
-        enable=["conv_relu_maxpool"],
-        kernels=[folder],
-        verify=True,
-        verify_mode="whole",
-    )
+    new = fuse_at(13)
     assert new.plan.groups[0].contract.status == "bound"
     assert new.plan.verification.ok
 
