@@ -28,7 +28,7 @@ from ruleengine.cost.opinfo import (
 from ruleengine.cost.traffic import GroupIO, Traffic, group_io, topo_position, traffic
 from ruleengine.cost.ub import UBNeed, reduced_row, ub_need
 from ruleengine.graph.model import Graph, Node
-from ruleengine.match.model import Candidate, MatchResult, NearMiss
+from ruleengine.match.model import Candidate, MatchResult, NearMiss, TwinMap
 from ruleengine.rules.model import Rule, RuleSet
 from ruleengine.runtime import paused_gc
 from ruleengine.topology import is_convex
@@ -440,7 +440,8 @@ class _NearMissScored(ScoredCandidate):
         put(self, "code", code)
         # the reason is the near miss's, read when asked (a translated near miss
         # computes it on first read: match.memo)
-        self.__dict__["_reason"] = (reason, _near)
+        self.__dict__["_text"] = reason
+        self.__dict__["_near"] = _near
         if _graph is None:  # dataclasses.replace(): the numbers are given
             self.__dict__["_lazy"] = (cost, details)
         else:
@@ -448,7 +449,8 @@ class _NearMissScored(ScoredCandidate):
 
     @property  # type: ignore[override]
     def reason(self) -> str:
-        text, near = self.__dict__["_reason"]
+        d = self.__dict__
+        text, near = d["_text"], d["_near"]
         return near.reason if text is None and near is not None else (text or "")
 
     def _numbers(self) -> tuple[Cost | None, object]:
@@ -511,7 +513,8 @@ def _from_near_misses(
             priority=priority.get(c.rule, 0),
             verdict=verdicts.get(code, failed),
             code=code,
-            _reason=(None, nm),
+            _text=None,
+            _near=nm,
             _pending=pending,
         )
         out.append(obj)
@@ -642,14 +645,18 @@ def _reduce_duplicates(scored: list[ScoredCandidate]) -> list[ScoredCandidate]:
     """Among viable candidates with the same node set, the higher priority survives."""
     fuse = Verdict.FUSE
     viable = [i for i, v in enumerate(map(attrgetter("verdict"), scored)) if v is fuse]
-    sets = list(map(attrgetter("candidate.node_set"), map(scored.__getitem__, viable)))
-    shared = {s for s, n in Counter(sets).items() if n > 1}  # counted in C; few repeat
-    if not shared:
+    nodes = list(map(attrgetter("candidate.nodes"), map(scored.__getitem__, viable)))
+    # node sets counted by their hashes (counted in C; few repeat), each set made and let
+    # go (a cached ``node_set`` is ~1 KB a record); equal hashes are then told apart by
+    # the sets themselves, so a collision costs a comparison, never a wrong answer
+    hashes = list(map(hash, map(frozenset, nodes)))
+    maybe = {h for h, n in Counter(hashes).items() if n > 1}
+    if not maybe:
         return scored
     by_nodes: dict[frozenset[str], list[int]] = {}
-    for i, s in zip(viable, sets, strict=True):
-        if s in shared:
-            by_nodes.setdefault(s, []).append(i)
+    for i, h, ns in zip(viable, hashes, nodes, strict=True):
+        if h in maybe:
+            by_nodes.setdefault(frozenset(ns), []).append(i)
     out = list(scored)
     for idxs in by_nodes.values():
         if len(idxs) < 2:
@@ -673,6 +680,17 @@ def _reduce_duplicates(scored: list[ScoredCandidate]) -> list[ScoredCandidate]:
     return out
 
 
+def _not_twins(twins: Mapping[int, tuple[int, int]], n: int) -> list[int]:
+    """The candidate indices below ``n`` that are no twin, ascending."""
+    if isinstance(twins, TwinMap):
+        import numpy as np
+
+        own = np.ones(n, dtype=bool)
+        own[twins.index] = False
+        return np.flatnonzero(own).tolist()
+    return [i for i in range(n) if i not in twins]
+
+
 def score_candidates(
     graph: Graph,
     match_result: MatchResult | Sequence[Candidate],
@@ -694,11 +712,9 @@ def score_candidates(
     with paused_gc():
         memo = GroupMemo(graph, target)
         scored: list[ScoredCandidate] = [None] * len(candidates)  # type: ignore[list-item]
-        for i, c in enumerate(candidates):
-            if i not in twins:
-                scored[i] = score_one(
-                    graph, c, rules.get(c.rule), target, benefit_threshold, memo=memo
-                )
+        for i in _not_twins(twins, len(candidates)):
+            c = candidates[i]
+            scored[i] = score_one(graph, c, rules.get(c.rule), target, benefit_threshold, memo=memo)
         # a translated candidate takes its twin's verdict and numbers (match.memo),
         # unless names of tied anchor candidates sort otherwise by length there
         # per twin source: its tied anchor outputs (node position, port), and which of

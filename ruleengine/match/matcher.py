@@ -122,14 +122,18 @@ def _find(
         }
     # One candidate per rule and node set: the same nodes bound in another order (three
     # interchangeable Q/K/V MatMuls) or by another alternative is the same fusion group.
+    # (Node sets made here, not cached on the records: a record's ``node_set`` costs
+    # ~1 KB, and most records never need it.)
     unique: dict[tuple, Candidate] = {}
     for cand in sorted(candidates.values(), key=lambda c: c.key):
-        unique.setdefault((cand.rule, cand.node_set), cand)
+        unique.setdefault((cand.rule, frozenset(cand.nodes)), cand)
     # a subgraph the rule matched is no near miss of it; each reason is told once per subgraph
     unique_near: dict[tuple, NearMiss] = {}
     for miss in sorted(near.values(), key=lambda n: n.candidate.key):
-        if (miss.candidate.rule, miss.candidate.node_set) not in unique:
-            unique_near.setdefault((miss.candidate.rule, miss.candidate.node_set, miss.code), miss)
+        c = miss.candidate
+        nodes = frozenset(c.nodes)
+        if (c.rule, nodes) not in unique:
+            unique_near.setdefault((c.rule, nodes, miss.code), miss)
     return MatchResult(
         candidates=tuple(unique.values()),
         near_misses=tuple(unique_near.values()),

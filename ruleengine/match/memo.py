@@ -52,7 +52,7 @@ import numpy as np
 from ruleengine.graph.model import Graph
 from ruleengine.match.compile import PAD, Concrete, Program, compile_rule_set
 from ruleengine.match.facts import match_type
-from ruleengine.match.model import Candidate, MatchResult, NearMiss
+from ruleengine.match.model import Candidate, MatchResult, NearMiss, TwinMap
 from ruleengine.ops.model import OpAlias
 from ruleengine.rules.model import RuleSet
 
@@ -443,8 +443,8 @@ class _MappedNearMiss(NearMiss):
     (it names nodes and tensors) is computed on first read by checking the binding."""
 
     def __init__(self, candidate: Candidate, code: str, redo: tuple) -> None:
-        # ``redo``: (graph, rule, clause, names or (outcome, member, labels), aliases,
-        # plan): the row's node names, or where to read them (spelled on first read)
+        # ``redo``: (graph, rule, clause, aliases, plan), shared by the translations of
+        # one outcome; the row's node names are read from the candidate (``_o``, ``_v``)
         self.__dict__.update(candidate=candidate, code=code, _redo=redo)
 
     def __reduce__(self) -> tuple:
@@ -455,16 +455,19 @@ class _MappedNearMiss(NearMiss):
     def reason(self) -> str:
         d = self.__dict__
         if "_reason" not in d:
-            d["_reason"] = _recheck(*d["_redo"])
+            c = d["candidate"].__dict__
+            o, v = c["_o"], c["_v"]
+            names = o.site[1]
+            graph, rule, conc, aliases, plan = d["_redo"]
+            d["_reason"] = _recheck(
+                graph, rule, conc, [names[v + k] for k in o.offs], aliases, plan
+            )
         return d["_reason"]
 
 
 def _recheck(graph, rule, conc, names, aliases, plan) -> str:
     from ruleengine.match.matcher import _build, _check, _nothing_per_op, _Reject
 
-    if len(names) == 3 and isinstance(names[0], _Outcome):
-        o, v, labels = names
-        names = [labels[v + k] for k in o.offs]
     lean = conc.single_nodes and _nothing_per_op(plan)
     cand, bindings = _build(graph, rule, conc, list(names), lean=lean)
     try:
@@ -535,51 +538,43 @@ def _undercut(outs: list[_Outcome], sibs: Mapping[str, tuple]) -> list[_Outcome]
 
 class _Translated(Candidate):
     """A representative's candidate translated onto a member: key and nodes are known;
-    bindings, inputs and outputs are spelled out on first read (few stages read them)."""
+    bindings, inputs and outputs are spelled out on first read (few stages read them).
+    ``_o`` is the outcome it translates (which knows the graph and the node names),
+    ``_v`` the member it is translated onto."""
 
     def __init__(self, graph: Graph, names: Sequence[str], key: tuple, o: _Outcome, v: int):
         put = object.__setattr__
         put(self, "rule", key[0])
         put(self, "alternative", key[2])
+        o.site = (graph, names)
         d = self.__dict__
         d["key"] = key  # cached_property values, known already
         d["nodes"] = key[1]
-        d["_from"] = (graph, names, o, v)
+        d["_o"] = o
+        d["_v"] = v
 
     @classmethod
-    def make(
-        cls,
-        graph: Graph,
-        names: Sequence[str],
-        key: tuple,
-        o: _Outcome,
-        v: int,
-        node_set: frozenset[str],
-    ) -> _Translated:
-        """``_Translated(graph, names, key, o, v)`` with its node set known, made without
-        the frozen dataclass's ``__setattr__`` (one per translated record)."""
+    def make(cls, key: tuple, o: _Outcome, v: int) -> _Translated:
+        """``_Translated(graph, names, key, o, v)`` made without the frozen dataclass's
+        ``__setattr__`` (one per translated record, 10^5 on a stack), for an outcome
+        whose ``site`` is set. Its node set is left to be made on first read: a cached
+        frozenset is ~1 KB a record, and only the viable few that resolve links need
+        it (made there and let go)."""
         obj = object.__new__(cls)
-        obj.__dict__.update(
-            rule=key[0],
-            alternative=key[2],
-            key=key,
-            nodes=key[1],
-            node_set=node_set,
-            _from=(graph, names, o, v),
-        )
+        obj.__dict__.update(rule=key[0], alternative=key[2], key=key, nodes=key[1], _o=o, _v=v)
         return obj
 
     def _spell(self) -> tuple:
         d = self.__dict__
         if "_spelled" not in d:
-            graph, names, o, v = d["_from"]
+            o, v = d["_o"], d["_v"]
+            graph, names = o.site
             nodes = graph.nodes
             d["_spelled"] = (
                 tuple(tuple(names[v + k] for k in g) for g in o.groups),
                 tuple(nodes[v + k].inputs[p] for k, p in o.inputs),
                 tuple(nodes[v + k].outputs[q] for k, q in o.outputs),
             )
-            del d["_from"]
         return d["_spelled"]
 
     @property  # type: ignore[override]
@@ -621,6 +616,8 @@ class _Outcome:
     outputs: tuple[tuple[int, int], ...]  # (producer offset, output port)
     flat: tuple[int, ...] = ()  # the groups' offsets in a row (the candidate's nodes)
     alternative: int = 0
+    # (graph, node names by position): where its translations spell their names
+    site: tuple[Graph, Sequence[str]] | None = None
 
     def __post_init__(self) -> None:
         self.flat = tuple(k for g in self.groups for k in g)
@@ -756,14 +753,14 @@ def find_memo(
 
 def _twins(
     st: Structure, origins: Sequence[tuple[int, _Outcome, int]], own: Mapping[int, int]
-) -> dict[int, tuple[int, int]]:
+) -> TwinMap:
     """Candidate index -> (index of the representative's candidate it translates, offset),
     for members whose signatures agree over the whole index span of the representative's
     candidates (costing reads paths inside a group's span: convexity). ``origins``: the
     translated candidates (index, outcome, member); ``own``: id of a representative's
     own candidate -> its index."""
     if not origins:
-        return {}
+        return TwinMap((), (), ())
     outs = list(map(_SECOND, origins))
     # per distinct outcome (a few thousand): its representative, span and own candidate
     distinct = {id(o): o for o in outs}
@@ -799,13 +796,7 @@ def _twins(
     src = source[which]
     keep = np.flatnonzero(alike & (src >= 0))
     index = np.fromiter(map(_FIRST, origins), dtype=np.int64, count=n_o)
-    return dict(
-        zip(
-            index[keep].tolist(),
-            zip(src[keep].tolist(), (vs[keep] - at[keep]).tolist(), strict=True),
-            strict=True,
-        )
-    )
+    return TwinMap(index[keep], src[keep], vs[keep] - at[keep])
 
 
 def _hub_predicates(graph: Graph, st: Structure, prog: Program) -> set[str]:
@@ -1122,6 +1113,7 @@ def _match_window(
                 for i in n_rows.first_per_set(codes, outside=c_rows)
             )
     final_l: list[Candidate] = []
+    site = (graph, label)  # where translated records spell their names
     origins: list[tuple[int, _Outcome, int]] = []
     own: dict[int, int] = {}  # id of a representative's own candidate -> its index
     for key, entry in won:
@@ -1132,11 +1124,13 @@ def _match_window(
             cand = o.candidate
             own[id(cand)] = len(final_l)
         else:
-            cand = _Translated.make(graph, label, key, o, v, frozenset(key[1]))
+            o.site = site
+            cand = _Translated.make(key, o, v)
             origins.append((len(final_l), o, v))
         final_l.append(cand)
     final = tuple(final_l)
     near_l: list[NearMiss] = []
+    shared: dict[int, tuple] = {}  # per outcome: what its near misses re-check with
     for key, entry, rule, combos, plans in near_won:
         o, v = entry[0], entry[1]
         if o is None:
@@ -1144,21 +1138,12 @@ def _match_window(
         elif v == o.anchor:
             near_l.append(NearMiss(o.candidate, o.code, o.reason or ""))
         else:
-            conc = combos[o.combo]
-            near_l.append(
-                _MappedNearMiss(
-                    _Translated.make(graph, label, key, o, v, frozenset(key[1])),
-                    o.code,
-                    (
-                        graph,
-                        rule,
-                        conc,
-                        (o, v, label),
-                        aliases,
-                        plans[conc.alternative],
-                    ),
-                )
-            )
+            redo = shared.get(id(o))
+            if redo is None:
+                o.site = site
+                conc = combos[o.combo]
+                redo = shared[id(o)] = (graph, rule, conc, aliases, plans[conc.alternative])
+            near_l.append(_MappedNearMiss(_Translated.make(key, o, v), o.code, redo))
     twins = _twins(st, origins, own)
     t4 = time.perf_counter()
     if stats is not None:

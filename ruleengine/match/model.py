@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
+from typing import Any
 
 
 @dataclass(frozen=True, eq=False)
@@ -82,6 +83,52 @@ class NearMiss:
         return hash((self.candidate, self.code, self.reason))
 
 
+class TwinMap(Mapping[int, tuple[int, int]]):
+    """``MatchResult.twins`` as three int arrays (candidate index ascending, the index
+    of the candidate it translates, the index offset) instead of a dict of tuples
+    (~190 B an entry; 4 x 10^5 entries on a 2048-layer stack); equal to that dict."""
+
+    __slots__ = ("index", "source", "shift")
+
+    def __init__(self, index: Any, source: Any, shift: Any) -> None:
+        import numpy as np
+
+        self.index = np.asarray(index, dtype=np.int64)
+        self.source = np.asarray(source, dtype=np.int64)
+        self.shift = np.asarray(shift, dtype=np.int64)
+
+    def __len__(self) -> int:
+        return len(self.index)
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self.index.tolist())
+
+    def _find(self, i: object) -> int | None:
+        if not isinstance(i, int) or not len(self.index):
+            return None
+        k = int(self.index.searchsorted(i))
+        return k if k < len(self.index) and int(self.index[k]) == i else None
+
+    def __contains__(self, i: object) -> bool:
+        return self._find(i) is not None
+
+    def __getitem__(self, i: int) -> tuple[int, int]:
+        k = self._find(i)
+        if k is None:
+            raise KeyError(i)
+        return int(self.source[k]), int(self.shift[k])
+
+    def items(self) -> Iterator[tuple[int, tuple[int, int]]]:  # type: ignore[override]
+        return zip(
+            self.index.tolist(),
+            zip(self.source.tolist(), self.shift.tolist(), strict=True),
+            strict=True,
+        )
+
+    def __repr__(self) -> str:
+        return f"TwinMap({len(self)} twins)"
+
+
 @dataclass(frozen=True)
 class MatchResult:
     candidates: tuple[Candidate, ...]  # sorted by Candidate.key
@@ -90,5 +137,6 @@ class MatchResult:
     facts: int = 0  # Datalog facts asserted
     # Candidate index -> (index of the candidate it translates, index offset), for
     # candidates the repeated-structure memo (``match.memo``) found by translation and
-    # whose whole index span is verified alike: costing may take the twin's numbers.
+    # whose whole index span is verified alike: costing may take the twin's numbers
+    # (the memo gives a ``TwinMap``).
     twins: Mapping[int, tuple[int, int]] = field(default_factory=dict)

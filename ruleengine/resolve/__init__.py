@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import bisect
 import time
-from collections.abc import Sequence
+from collections.abc import Collection, Mapping, Sequence
 from itertools import chain
 from operator import attrgetter
 
@@ -107,7 +107,7 @@ def _resolve(
 
 
 def _as_intervals(
-    members: Sequence[int], sets: list[frozenset[str]], order: dict[str, int]
+    members: Sequence[int], sets: Sequence[Collection[str]], order: dict[str, int]
 ) -> list[tuple[int, int, int]] | None:
     """(first, last, member) position ranges when every candidate covers a contiguous run
     of the component's nodes in topological order, else None. Then two candidates share
@@ -116,7 +116,7 @@ def _as_intervals(
     pos = {n: k for k, n in enumerate(nodes)}
     out = []
     for i in members:
-        ps = [pos[n] for n in sets[i]]
+        ps = {pos[n] for n in sets[i]}
         lo, hi = min(ps), max(ps)
         if hi - lo + 1 != len(ps):
             return None
@@ -152,7 +152,7 @@ def best_intervals(intervals: Sequence[tuple[int, int, int]], weights: list[int]
 
 def _enumerate(
     members: tuple[int, ...],
-    sets: list[frozenset[str]],
+    sets: Mapping[int, frozenset[str]] | Sequence[frozenset[str]],
     weights: list[int],
     cuts: list[frozenset[int]],
 ) -> frozenset[int]:
@@ -191,7 +191,7 @@ class _Components:
         if a != b:
             self.parent[max(a, b)] = min(a, b)
 
-    def link_overlapping(self, sets: Sequence[frozenset[str]]) -> None:
+    def link_overlapping(self, sets: Sequence[Collection[str]]) -> None:
         """Union every two members sharing an element: the connected components of the
         member-element graph, by min-label hooking and pointer jumping over numpy arrays
         (a few passes over the ~10^6 (member, element) pairs of a 2048-layer stack, not a
@@ -273,7 +273,9 @@ def _solve_exact(
     nets = list(map(attrgetter("cost.net_bytes"), viable))
     cands = [sc for sc, w in zip(viable, nets, strict=True) if w > 0]
     weights = [w for w in nets if w > 0]
-    sets = list(map(attrgetter("candidate.node_set"), cands))
+    # each candidate's nodes as its tuple (a node set per record is ~1 KB: 10^5 viable
+    # records on a 2048-layer stack); sets are made where set semantics matter
+    sets = list(map(attrgetter("candidate.nodes"), cands))
     in_greedy = set(map(id, greedy))
     greedy_flag = [id(sc) in in_greedy for sc in cands]
     comps = _Components(len(cands))
@@ -293,7 +295,8 @@ def _solve_exact(
         else:
             local_cuts = []
         if len(members) <= ENUMERATE_UP_TO:
-            best = _enumerate(members, sets, weights, local_cuts)
+            small = {i: frozenset(sets[i]) for i in members}
+            best = _enumerate(members, small, weights, local_cuts)
             return best, "OPTIMAL", sum(weights[i] for i in best)
         if len(members) >= INTERVALS_FROM and not local_cuts:
             if not order:
@@ -340,7 +343,7 @@ def _solve_exact(
             current[key] = solved[key] if key in solved else solve(key)
         solved = current
         selected = sorted(i for sol in solved.values() for i in sol[0])
-        cycle = find_cycle(graph, [sets[i] for i in selected])
+        cycle = find_cycle(graph, [frozenset(sets[i]) for i in selected])
         if cycle is None or time.perf_counter() > deadline:
             break
         cut = frozenset(selected[k] for k in cycle)

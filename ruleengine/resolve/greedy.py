@@ -38,7 +38,7 @@ def select_greedy(graph: Graph, viable: Sequence[ScoredCandidate]) -> list[Score
     contraction = Contraction(graph)
     taken: set[str] = set()
     for sc in greedy_order(viable):
-        nodes = sc.candidate.node_set
+        nodes = frozenset(sc.candidate.nodes)  # made and let go: not cached on the record
         if not taken.isdisjoint(nodes):
             continue
         if contraction.closes_cycle(nodes) is not None:
