@@ -45,21 +45,28 @@ def node_index(model: onnx.ModelProto, graph: Graph) -> dict[str, int]:
     generate names for unnamed nodes; without a position, nodes are matched by their output
     tensors (unique in SSA form) and by name only as a fallback.
     """
+    protos = model.graph.node
+    outs = [tuple(n.output) for n in protos]  # protobuf fields read once per node
+    count = len(outs)
+    index: dict[str, int] = {}
+    unplaced = []
+    for node in graph.nodes:
+        src = node.source_index
+        if 0 <= src < count and outs[src] == tuple(node.outputs):
+            index[node.name] = src
+        else:
+            unplaced.append(node)
+    if not unplaced:
+        return index
     by_output: dict[str, int] = {}
     by_name: dict[str, int] = {}
-    for i, n in enumerate(model.graph.node):
-        for out in n.output:
+    for i, n in enumerate(protos):
+        for out in outs[i]:
             if out:
                 by_output[out] = i
         if n.name:
             by_name.setdefault(n.name, i)
-    index: dict[str, int] = {}
-    protos = model.graph.node
-    for node in graph.nodes:
-        src = getattr(node, "source_index", -1)
-        if 0 <= src < len(protos) and tuple(protos[src].output) == tuple(node.outputs):
-            index[node.name] = src
-            continue
+    for node in unplaced:
         pos = next((by_output[o] for o in node.outputs if o in by_output), None)
         if pos is None:
             pos = by_name.get(node.name)
@@ -134,6 +141,52 @@ def _build_body(
     return body
 
 
+# NodeProto fields a function body copies and ``_body_key`` reads (or that the body sets
+# afresh: name, doc_string, metadata_props). Of the others only device_configurations
+# exists (onnx 1.18+): a node that has some is not memoised; an onnx whose NodeProto has
+# yet another field turns the memo off.
+_BODY_FIELDS = frozenset(
+    {"input", "output", "name", "op_type", "domain", "overload", "attribute", "doc_string"}
+    | {"metadata_props"}
+)
+_OTHER_FIELDS = {f.name for f in onnx.NodeProto.DESCRIPTOR.fields} - _BODY_FIELDS
+_MEMO = _OTHER_FIELDS <= {"device_configurations"}
+_DEVICE = "device_configurations" in _OTHER_FIELDS
+
+
+def _body_key(
+    protos: Sequence[onnx.NodeProto], inputs: Sequence[str], outputs: Sequence[str]
+) -> tuple | None:
+    """What ``_build_body`` and the function around it make of a group, as a key: two
+    groups with equal keys get byte-identical functions (tensors renamed the same way;
+    op, domain, overload and each attribute's bytes). None when a node carries a field
+    the key does not read, or a name does not resolve (the plain path then decides)."""
+    rename: dict[str, str] = {"": ""}
+    rename.update({t: f"x{i}" for i, t in enumerate(inputs)})
+    rename.update({t: f"y{i}" for i, t in enumerate(outputs)})
+    if not _MEMO:
+        return None
+    parts: list[tuple] = [(len(inputs), len(outputs))]
+    internal = 0
+    for proto in protos:
+        if _DEVICE and len(proto.device_configurations):
+            return None
+        try:
+            ins = tuple([rename[t] for t in proto.input])
+        except KeyError:
+            return None
+        outs = []
+        for t in proto.output:
+            got = rename.get(t)
+            if got is None:
+                got = rename[t] = f"t{internal}"
+                internal += 1
+            outs.append(got)
+        attrs = tuple([a.SerializeToString() for a in proto.attribute])
+        parts.append((proto.op_type, proto.domain, proto.overload, attrs, ins, tuple(outs)))
+    return tuple(parts)
+
+
 # The name a fused model's graph gets when the input's graph has none.
 UNNAMED_GRAPH = "main_graph"
 
@@ -178,6 +231,9 @@ def rewrite_model(
     taken: dict[int, int] = {}  # proto position -> group id
     fused_nodes: list[tuple[int, onnx.NodeProto]] = []
     functions: dict[tuple[str, bytes], onnx.FunctionProto] = {}
+    # The repeated-layer memo: a group whose body (or kernel form) is one made before gets
+    # that function's key without building and serializing the function again.
+    made: dict[tuple, tuple[str, bytes]] = {}
     variants: dict[str, int] = {}
     used_names = {n.name for n in g.node if n.name}
     removed_tensors: set[str] = set()
@@ -196,15 +252,22 @@ def rewrite_model(
                 )
             taken[p] = group.id
         protos = [g.node[p] for p in sorted(pos)]
-        if any(_has_subgraph(p) for p in protos):
+        # a node with a subgraph is opaque in the graph records: only those are looked at
+        if any(_has_subgraph(g.node[positions[n]]) for n in group.nodes if graph.node(n).opaque):
             raise RewriteError(f"group {group.id} ({group.rule}) contains a control-flow node")
         corrupt = None
         if group.rule in corrupt_rules:
             corrupt = next((o for o in group.outputs if _is_float(graph, types, o)), None)
         call = (calls or {}).get(group.id)
+        key_fn = None  # built only for a function not seen yet (``made``: its key)
         if call is not None:
-            key_fn = _kernel_function(call, opsets, domain, corrupt)
-            key = (group.target_op, key_fn.SerializeToString(deterministic=True))
+            seen = (group.target_op, call.form.function, call.float_type)
+            key = made.get(seen) if corrupt is None else None
+            if key is None:
+                key_fn = _kernel_function(call, opsets, domain, corrupt)
+                key = (group.target_op, key_fn.SerializeToString(deterministic=True))
+                if corrupt is None:
+                    made[seen] = key
             # an output that does not leave the group still gets a (fresh) name: onnx's
             # function shape inference wants every output of the function on the node
             node_inputs = _trim(call.inputs)
@@ -218,24 +281,30 @@ def rewrite_model(
                 f"form {call.form.name}: the catalog's reference semantics"
             )
         else:
-            body = _build_body(protos, group.inputs, group.outputs, corrupt)
-            body_domains = sorted({n.domain for n in body})
-            body_opsets = [helper.make_opsetid(d, opsets.get(d, 1)) for d in body_domains]
-            key_fn = helper.make_function(
-                domain,
-                group.target_op,
-                [f"x{i}" for i in range(len(group.inputs))],
-                [f"y{i}" for i in range(len(group.outputs))],
-                body,
-                body_opsets,
-            )
-            key = (group.target_op, key_fn.SerializeToString(deterministic=True))
+            seen = _body_key(protos, group.inputs, group.outputs) if corrupt is None else None
+            key = made.get((group.target_op, seen)) if seen is not None else None
+            if key is None:
+                body = _build_body(protos, group.inputs, group.outputs, corrupt)
+                body_domains = sorted({n.domain for n in body})
+                body_opsets = [helper.make_opsetid(d, opsets.get(d, 1)) for d in body_domains]
+                key_fn = helper.make_function(
+                    domain,
+                    group.target_op,
+                    [f"x{i}" for i in range(len(group.inputs))],
+                    [f"y{i}" for i in range(len(group.outputs))],
+                    body,
+                    body_opsets,
+                )
+                key = (group.target_op, key_fn.SerializeToString(deterministic=True))
+                if seen is not None:
+                    made[(group.target_op, seen)] = key
             node_inputs, node_outputs, node_attrs = list(group.inputs), list(group.outputs), {}
             doc = (
                 f"autofusion {__version__}: rule {group.rule}, kernel "
                 f"{group.kernel.kernel_name}; body = the original subgraph of group {group.id}"
             )
         if key not in functions:
+            assert key_fn is not None  # a remembered key names a function made before
             count = variants.get(group.target_op, 0) + 1
             overload = key_fn.overload or ("" if count == 1 else f"v{count}")
             while (domain, group.target_op, overload) in existing or any(
@@ -348,16 +417,32 @@ def _set_model_meta(model: onnx.ModelProto, key: str, value: str) -> None:
 def _toposort(
     items: Sequence[tuple[int, onnx.NodeProto]], available: set[str]
 ) -> list[onnx.NodeProto]:
-    """Stable topological order: among ready nodes, the one first in the original order."""
+    """Stable topological order: among ready nodes, the one first in the original order.
+
+    When the items sorted by their original positions are an order already (every node
+    reads only what earlier ones make: the common case, fused nodes sit where their
+    group began), that order is the answer, found in one pass; the heap otherwise."""
     producer: dict[str, int] = {}
     for k, (_, node) in enumerate(items):
         for t in node.output:
             if t:
                 producer[t] = k
+    reads = [_reads(node) for _, node in items]
+    ranks = sorted(range(len(items)), key=lambda k: items[k][0])
+    rank = [0] * len(items)
+    for r, k in enumerate(ranks):
+        rank[k] = r
+    if len({items[k][0] for k in ranks}) == len(items) and all(
+        rank[producer[t]] < rank[k]
+        for k in range(len(items))
+        for t in reads[k]
+        if t in producer and t not in available
+    ):
+        return [items[k][1] for k in ranks]
     waiting: list[int] = [0] * len(items)
     users: dict[int, list[int]] = {}
-    for k, (_, node) in enumerate(items):
-        deps = {producer[t] for t in _reads(node) if t in producer and t not in available}
+    for k in range(len(items)):
+        deps = {producer[t] for t in reads[k] if t in producer and t not in available}
         deps.discard(k)
         waiting[k] = len(deps)
         for d in deps:

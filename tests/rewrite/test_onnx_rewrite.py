@@ -171,3 +171,54 @@ def test_isolation_check_names_exactly_the_corrupted_groups(model, graph):
     bad = rewrite_model(model, graph, groups, corrupt_rules={"bias_add"})
     found, runs = V.isolate_failures(model, bad, groups, feeds)
     assert [g.id for g in found] == [1, 3] and runs == 1 + len(groups)
+
+
+def test_repeated_bodies_are_made_once_and_equal_the_plain_path(model, graph, monkeypatch):
+    # fc1 and fc2 are the same MatMul + Add: the second group reuses the first one's
+    # function (the repeated-layer memo); the model is byte-identical without the memo
+    from ruleengine.rewrite import onnx_rewrite
+
+    groups = groups_for(graph, *ALL)
+    fused = rewrite_model(model, graph, groups)
+    assert [f.name for f in fused.functions].count("MatMulBias") == 1
+    monkeypatch.setattr(onnx_rewrite, "_MEMO", False)
+    plain = rewrite_model(model, graph, groups)
+    assert fused.SerializeToString() == plain.SerializeToString()
+
+
+def test_body_keys_tell_different_bodies_apart(model):
+    from ruleengine.rewrite.onnx_rewrite import _body_key
+
+    nodes = {n.name: n for n in model.graph.node}
+    fc1 = _body_key(
+        [nodes["fc1_matmul"], nodes["fc1_bias"]], ["ln_out", "fc1.weight", "fc1.bias"], ["fc1_out"]
+    )
+    fc2 = _body_key(
+        [nodes["fc2_matmul"], nodes["fc2_bias"]],
+        ["gelu_out", "fc2.weight", "fc2.bias"],
+        ["fc2_out"],
+    )
+    assert fc1 is not None and fc1 == fc2
+    # the same nodes with the inputs in another order are another function
+    swapped = _body_key(
+        [nodes["fc2_matmul"], nodes["fc2_bias"]],
+        ["fc2.weight", "gelu_out", "fc2.bias"],
+        ["fc2_out"],
+    )
+    assert swapped != fc1
+    other = onnx.NodeProto()
+    other.CopyFrom(nodes["fc2_bias"])
+    other.attribute.append(onnx.helper.make_attribute("unused", 1))
+    assert (
+        _body_key([nodes["fc2_matmul"], other], ["gelu_out", "fc2.weight", "fc2.bias"], ["fc2_out"])
+        != fc1
+    )
+
+
+def test_a_fused_node_waits_for_a_later_input(model, graph):
+    # the group {ln, relu} reads bn_out, made after its first node: the fused node moves
+    # after bn (the stable order's general case), and everything reading ln_out after it
+    groups = build_groups(graph, [scored("res_softmax", ["ln", "relu"])], RULES)
+    fused = rewrite_model(model, graph, groups)
+    onnx.checker.check_model(fused, full_check=True)
+    assert [n.name for n in fused.graph.node][:4] == ["conv", "bn", "AddSoftmax_g1", "fc1_matmul"]
