@@ -39,13 +39,81 @@ def family_of(path: Path) -> str:
     return path.name.split(".")[0]
 
 
-def coverage_with(path: Path, rule_dirs: list[str]) -> float:
+def analysed(path: Path, rule_dirs: list[str]):  # noqa: ANN201
+    """(coverage, analysis) of ``path`` with the bundled preset and ``rule_dirs``."""
     from ruleengine import coverage
     from ruleengine.pipeline import analyze
 
     analysis = analyze(path, rule_dirs, preset="all")
     groups = [sc.candidate.nodes for sc in analysis.resolution.chosen]
-    return coverage.measure(analysis.graph, groups).coverage
+    return coverage.measure(analysis.graph, groups).coverage, analysis
+
+
+def carry(drafts, other, analysis) -> dict:  # noqa: ANN001
+    """How the drafts of one export fare on another (``analysis``: bundled + drafts):
+    their matches there, viable, chosen; the other export's own regions (what its own
+    suggest drafts) matched exactly or overlapped by a match; and, per viable match not
+    chosen, whether the chosen groups it overlaps save more net bytes (the selection's
+    objective) than it does."""
+    names = {d.name for d in drafts.rules}
+    matches = [sc for sc in analysis.scored if sc.candidate.rule in names]
+    viable = [sc for sc in matches if sc.viable and sc.cost is not None]
+    chosen = analysis.resolution.chosen
+    picked = {sc.candidate.node_set for sc in chosen if sc.candidate.rule in names}
+    outbid = 0
+    for sc in viable:
+        if sc.candidate.node_set in picked:
+            continue
+        rival = sum(
+            c.cost.net_bytes
+            for c in chosen
+            if c.cost is not None and c.candidate.node_set & sc.candidate.node_set
+        )
+        outbid += rival >= sc.cost.net_bytes
+    own = drafted(other)
+    regions = {
+        frozenset(i.region.nodes)
+        for d in own.rules
+        for i in d.cluster.instances
+        if i.model == other.name
+    }
+    sets = {sc.candidate.node_set for sc in matches}
+    verdicts: dict[str, int] = {}
+    for sc in matches:
+        if not sc.viable:
+            verdicts[sc.verdict.name] = verdicts.get(sc.verdict.name, 0) + 1
+    return {
+        "matches": len(matches),
+        "viable": len(viable),
+        "chosen": len(picked),
+        "outbid": outbid,
+        "not_viable": dict(sorted(verdicts.items())),
+        "other_regions": len(regions),
+        "other_regions_matched": len(regions & sets),
+        "other_regions_overlapped": sum(any(r & m for m in sets) for r in regions),
+    }
+
+
+def why_no_gain(r: dict) -> str:
+    """The measured reason a cross pair's coverage did not rise."""
+    c = r["carry"]
+    left = f"{1 - r['before']:.1%} of its fusable bytes left unfused"
+    own = (
+        f"its own suggest drafts {c['other_regions']} region(s), "
+        f"{c['other_regions_matched']} matched exactly by a draft, "
+        f"{c['other_regions_overlapped']} overlapped"
+    )
+    if not c["matches"]:
+        return f"the {r['rules']} drafts match nothing there ({left}; {own})"
+    if not c["viable"]:
+        bad = ", ".join(f"{k} {v}" for k, v in c["not_viable"].items())
+        return f"{c['matches']} match(es), none fuses ({bad}; {own})"
+    if not c["chosen"]:
+        return (
+            f"{c['viable']} viable match(es), none chosen: {c['outbid']} overlap chosen "
+            f"groups saving at least as many net bytes ({own})"
+        )
+    return f"{c['chosen']} match(es) chosen, capturing no more than what they displace ({own})"
 
 
 def checked(s) -> tuple[int, int, int]:  # noqa: ANN001
@@ -139,8 +207,8 @@ def cross(models: list[Path]) -> list[dict]:
             for other in paths:
                 if other == source:
                     continue
-                before = coverage_with(other, [])
-                after = coverage_with(other, [tmp])
+                before, _ = analysed(other, [])
+                after, analysis = analysed(other, [tmp])
                 rows.append(
                     {
                         "family": fam,
@@ -149,6 +217,7 @@ def cross(models: list[Path]) -> list[dict]:
                         "rules": len(s.rules),
                         "before": round(before, 4),
                         "after": round(after, 4),
+                        "carry": carry(s, other, analysis),
                     }
                 )
                 print(
@@ -220,15 +289,23 @@ def render(out: dict) -> None:
         )
     if "cross" in out:
         rows = out["cross"]
-        print(f"\n{'suggested from':32} {'measured on':36} {'before':>7} {'after':>7}")
+        print(
+            f"\n{'suggested from':32} {'measured on':36} {'before':>7} {'after':>7} "
+            "matches viable chosen"
+        )
         for r in rows:
+            c = r.get("carry", {})
             print(
                 f"{r['suggested_from']:32} {r['measured_on']:36} {r['before']:>7.1%} "
-                f"{r['after']:>7.1%}"
+                f"{r['after']:>7.1%} {c.get('matches', '-'):>7} {c.get('viable', '-'):>6} "
+                f"{c.get('chosen', '-'):>6}"
             )
         print(
             f"# coverage rises on {sum(r['after'] > r['before'] for r in rows)}/{len(rows)} pairs"
         )
+        for r in rows:
+            if r["after"] <= r["before"] and "carry" in r:
+                print(f"# no gain on {r['measured_on']}: {why_no_gain(r)}")
 
 
 if __name__ == "__main__":

@@ -19,7 +19,7 @@ What grew past a chosen group, or formed among free nodes, is a *region*.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ruleengine import coverage
 from ruleengine.cost.model import Target, Verdict
@@ -126,8 +126,8 @@ def search_regions(
     floor = floor if net_floor is None else min(floor, net_floor)
     as_offered = [by_nodes[r.nodes] for r in rival_kernels]
     selectable = selectable_partition(graph, wider, as_offered, now, floor, pool.complete)
-    if not selectable.kernels and ceiling.kernels:  # no solution within the time limit
-        selectable = ceiling
+    if not selectable.kernels and ceiling.kernels:  # no bound proven within the time limit
+        selectable = replace(ceiling, status="BOUND")  # any partition bounds it; not reached
     options = [
         best_partition(
             graph,
@@ -213,13 +213,13 @@ def selectable_partition(  # noqa: PLR0913
     partition the selection can pick, so the result bounds the coverage any added rules
     reach (over a complete pool); once the simulated selection keeps P, P reaches it
     (``exact`` then also needs a complete pool and optimal solves). Past
-    ``SELECTABLE_ROUNDS`` the last figure is a bound no partition found reaches (status
-    ``BOUND``)."""
-    from dataclasses import replace
-
+    ``SELECTABLE_ROUNDS``, or once a solve finds nothing within its time limit (more
+    floors only make it harder), the result is the last solve proven optimal: a bound no
+    partition found reaches (status ``BOUND``); with none, it is empty and the caller
+    falls back to the most captured by any partition, a bound too."""
     conditions: list[tuple[tuple[frozenset[str], ...], int]] = []
     prefer = [k.nodes for k in now.kernels]
-    best: Partition | None = None
+    bound: Partition | None = None  # the last solve proven optimal: a bound, not reached
     for _ in range(SELECTABLE_ROUNDS):
         p = best_partition(
             graph,
@@ -230,8 +230,11 @@ def selectable_partition(  # noqa: PLR0913
             conditions=conditions,
             seconds=SELECTABLE_SECONDS,
         )
+        if not p.kernels:  # no solution within the time limit: more floors only add work
+            break
+        if p.status == "OPTIMAL":
+            bound = p
         prefer = [k.nodes for k in p.kernels]  # the next solve starts from this one
-        best = p
         offered = {k.nodes: k for k in rivals}
         offered.update({k.nodes: k for k in p.kernels})
         q = best_partition(
@@ -250,8 +253,11 @@ def selectable_partition(  # noqa: PLR0913
             floor = max(floor, net_r)
         else:
             conditions.append((kept, net_r))
-    assert best is not None
-    return replace(best, status="BOUND")
+    # not reached: the tightest figure proven to bound every pickable partition (a solve
+    # proven optimal under floors that hold for all of them); else none (empty)
+    if bound is not None:
+        return replace(bound, status="BOUND")
+    return replace(now, kernels=(), captured=0, status="BOUND")
 
 
 def _captured(edges: coverage.FusableEdges, nodes: frozenset[str]) -> int:
