@@ -2,7 +2,9 @@
 
 ``resolve(graph, scored, solver="exact")`` solves each independent component (candidates
 linked by shared nodes, or by a cycle they would form together) on its own: by
-enumeration when it is tiny, else with CP-SAT (``exact.py``). After each round the chosen
+enumeration when it is tiny, by interval scheduling when every candidate is a contiguous
+run, by dynamic programming over cuts when it is a long chain of layers (``segments.py``),
+else with CP-SAT (``exact.py``). After each round the chosen
 groups are contracted and checked for a cycle; a cycle adds a no-good cut, merges the
 components it touches, and that component is solved again, until none is left.
 ``solver="greedy"`` is the graph-autofusion reference: by net benefit, descending.
@@ -22,6 +24,8 @@ from ruleengine.graph.model import Graph
 from ruleengine.resolve.greedy import select_greedy
 from ruleengine.resolve.lost import LostCandidates
 from ruleengine.resolve.model import Resolution
+from ruleengine.resolve.segments import Table, plan_chain, solve_chain
+from ruleengine.resolve.segments import spans as segment_spans
 from ruleengine.topology import find_cycle, graph_topology
 
 SOLVERS = ("exact", "greedy")
@@ -33,6 +37,10 @@ ENUMERATE_UP_TO = 6
 # elementwise chains: ~14k overlapping candidates on a 2,000-node chain) are solved by
 # weighted interval scheduling, exact and O(n log n); CP-SAT needed 8 s there.
 INTERVALS_FROM = 500
+# Components this large are cut into segments where few candidates cross the
+# topological order (``segments.py``: deep stacks whose layers overlap, exact and linear in
+# the number of layers); one with no usable cut goes to CP-SAT whole.
+CHAIN_FROM = 1000
 
 __all__ = ["SOLVERS", "LostCandidates", "Resolution", "resolve"]
 
@@ -106,22 +114,18 @@ def _resolve(
     )
 
 
-def _as_intervals(
-    members: Sequence[int], sets: Sequence[Collection[str]], order: dict[str, int]
-) -> list[tuple[int, int, int]] | None:
-    """(first, last, member) position ranges when every candidate covers a contiguous run
-    of the component's nodes in topological order, else None. Then two candidates share
-    a node exactly when their ranges overlap, so set packing is interval scheduling."""
-    nodes = sorted({n for i in members for n in sets[i]}, key=order.__getitem__)
-    pos = {n: k for k, n in enumerate(nodes)}
-    out = []
-    for i in members:
-        ps = {pos[n] for n in sets[i]}
-        lo, hi = min(ps), max(ps)
-        if hi - lo + 1 != len(ps):
-            return None
-        out.append((lo, hi, i))
-    return out
+def _as_intervals(members: Sequence[int], span: tuple) -> list[tuple[int, int, int]] | None:
+    """(first, last, member) node positions when every candidate covers a contiguous run
+    of the component's nodes in topological order (``span``: ``_Components.spans``),
+    else None. Then two candidates share a node exactly when their ranges overlap, so set
+    packing is interval scheduling."""
+    import numpy as np
+
+    lo, hi, sizes, where = span
+    covered = np.searchsorted(where, hi, "right") - np.searchsorted(where, lo, "left")
+    if not (covered == sizes).all():
+        return None
+    return list(zip(lo.tolist(), hi.tolist(), members, strict=True))
 
 
 def best_intervals(intervals: Sequence[tuple[int, int, int]], weights: list[int]) -> frozenset[int]:
@@ -179,6 +183,21 @@ class _Components:
 
     def __init__(self, n: int) -> None:
         self.parent = list(range(n))
+        self.first = None  # numpy arrays made by link_overlapping(sets, position)
+
+    def spans(self, members: Sequence[int], sets: Sequence[Collection[str]], position):
+        """Per member of a component (numpy arrays): its first and last node position,
+        its node count, and the sorted positions of the component's nodes."""
+        import numpy as np
+
+        if self.first is None:  # (link_pairs made the components): from the sets
+            return segment_spans(members, sets, position)
+        at = np.asarray(members, np.int64)
+        roots = np.unique(self.root[at])
+        a = np.searchsorted(self.node_roots, roots, "left")
+        b = np.searchsorted(self.node_roots, roots, "right")
+        where = np.sort(np.concatenate([self.node_where[i:j] for i, j in zip(a, b, strict=True)]))
+        return self.first[at], self.last[at], self.sizes[at], where
 
     def find(self, i: int) -> int:
         while self.parent[i] != i:
@@ -191,12 +210,15 @@ class _Components:
         if a != b:
             self.parent[max(a, b)] = min(a, b)
 
-    def link_overlapping(self, sets: Sequence[Collection[str]]) -> None:
+    def link_overlapping(
+        self, sets: Sequence[Collection[str]], position: Mapping[str, int] | None = None
+    ) -> None:
         """Union every two members sharing an element: the connected components of the
         member-element graph, by min-label hooking and pointer jumping over numpy arrays
         (a few passes over the ~10^6 (member, element) pairs of a 2048-layer stack, not a
         Python step per pair). Every member then points at its component's smallest
-        member, the root ``union`` keeps."""
+        member, the root ``union`` keeps. With ``position`` (a node's topological
+        index) it also keeps what ``spans`` reads."""
         n = len(sets)
         if n < 2:
             return
@@ -206,8 +228,9 @@ class _Components:
         index = dict(zip(elements, range(n, n + len(elements)), strict=True))
         count = sum(map(len, sets))
         dtype = np.int32 if n + len(elements) < 1 << 31 else np.int64
-        u = np.repeat(np.arange(n, dtype=dtype), np.fromiter(map(len, sets), dtype, n))
-        v = np.fromiter(map(index.__getitem__, chain.from_iterable(sets)), dtype, count)
+        sizes = np.fromiter(map(len, sets), dtype, n)
+        u = np.repeat(np.arange(n, dtype=dtype), sizes)
+        v = v_all = np.fromiter(map(index.__getitem__, chain.from_iterable(sets)), dtype, count)
         parent = np.arange(n + len(elements), dtype=dtype)
         for _ in range(64):
             pu, pv = parent[u], parent[v]
@@ -228,8 +251,22 @@ class _Components:
             self._link_pairs(sets)
             return
         self.parent = parent[:n].tolist()  # a member's root is its component's least member
+        if position is not None:
+            # each member's first and last node position and each component's node
+            # positions (by its root here) for `spans`: numpy passes, no Python step per pair
+            where = np.fromiter(map(position.__getitem__, elements), np.int64, len(elements))
+            at = where[v_all - n]
+            starts = np.r_[0, np.cumsum(sizes)[:-1]]
+            self.first = np.minimum.reduceat(at, starts)
+            self.last = np.maximum.reduceat(at, starts)
+            self.sizes = sizes
+            self.root = parent[:n]
+            by_root = np.argsort(parent[n:], kind="stable")
+            roots = parent[n:][by_root]
+            self.node_roots = roots
+            self.node_where = where[by_root]
 
-    def _link_pairs(self, sets: Sequence[frozenset[str]]) -> None:
+    def _link_pairs(self, sets: Sequence[Collection[str]]) -> None:
         """``link_overlapping`` by a union per (member, element) pair."""
         first: dict[str, int] = {}
         for i, nodes in enumerate(sets):
@@ -279,32 +316,69 @@ def _solve_exact(
     in_greedy = set(map(id, greedy))
     greedy_flag = [id(sc) in in_greedy for sc in cands]
     comps = _Components(len(cands))
-    comps.link_overlapping(sets)
+    order = {n.name: n.index for n in graph.nodes}  # node -> topological index
+    comps.link_overlapping(sets, order)
     cuts: list[frozenset[int]] = []
-    order: dict[str, int] = {}  # node -> topological index, made when intervals need it
     solved: dict[tuple[int, ...], tuple[frozenset[int], str, int]] = {}
     memo: dict[tuple, tuple[frozenset[int], str, int]] = {}
+    tables: dict[tuple, Table] = {}  # chain segments by canonical form
 
     def solve(members: tuple[int, ...]) -> tuple[frozenset[int], str, int]:
-        if len(members) == 1:  # nothing to decide: a lone group with net > 0 is taken
-            i = members[0]
-            return frozenset({i}), "OPTIMAL", weights[i]
         if cuts:
             member_set = set(members)
             local_cuts = [cut for cut in cuts if cut <= member_set]
         else:
             local_cuts = []
+        return solve_with(members, local_cuts)
+
+    def solve_parts(
+        members: tuple[int, ...], nogoods: tuple[frozenset[int], ...]
+    ) -> tuple[frozenset[int], str, int]:
+        """A segment's interior (``segments``): its own components, each solved alone."""
+        parts = _Components(len(members))
+        parts._link_pairs([sets[g] for g in members])
+        at = {g: k for k, g in enumerate(members)}
+        for cut in nogoods:
+            ks = sorted(at[g] for g in cut)
+            for k in ks[1:]:
+                parts.union(ks[0], k)
+        chosen: set[int] = set()
+        statuses, bound = set(), 0
+        for group in parts.groups().values():
+            part = tuple(members[k] for k in group)
+            part_set = set(part)
+            got, status, top = solve_with(part, [c for c in nogoods if c <= part_set], True)
+            chosen |= got
+            statuses.add(status)
+            bound += top
+        return frozenset(chosen), "OPTIMAL" if statuses <= {"OPTIMAL"} else "FEASIBLE", bound
+
+    def solve_with(
+        members: tuple[int, ...], local_cuts: Sequence[frozenset[int]], part: bool = False
+    ) -> tuple[frozenset[int], str, int]:
+        """``part``: a part of a component (not one ``comps`` knows)."""
+        if len(members) == 1 and not local_cuts:  # a lone group with net > 0 is taken
+            i = members[0]
+            return frozenset({i}), "OPTIMAL", weights[i]
         if len(members) <= ENUMERATE_UP_TO:
             small = {i: frozenset(sets[i]) for i in members}
             best = _enumerate(members, small, weights, local_cuts)
             return best, "OPTIMAL", sum(weights[i] for i in best)
-        if len(members) >= INTERVALS_FROM and not local_cuts:
-            if not order:
-                order.update((n.name, n.index) for n in graph.nodes)
-            intervals = _as_intervals(members, sets, order)
-            if intervals is not None:
-                best = best_intervals(intervals, weights)
-                return best, "OPTIMAL", sum(weights[i] for i in best)
+        if len(members) >= min(INTERVALS_FROM, CHAIN_FROM):
+            if part:
+                span = segment_spans(members, sets, order)
+            else:
+                span = comps.spans(members, sets, order)
+            if len(members) >= INTERVALS_FROM and not local_cuts:
+                intervals = _as_intervals(members, span)
+                if intervals is not None:
+                    best = best_intervals(intervals, weights)
+                    return best, "OPTIMAL", sum(weights[i] for i in best)
+            plan = (
+                plan_chain(members, sets, span, local_cuts) if len(members) >= CHAIN_FROM else None
+            )
+            if plan is not None:
+                return solve_chain(plan, sets, weights, order, local_cuts, solve_parts, tables)
         # The component in canonical form: nodes numbered by first use (members in
         # order, each candidate's nodes in rule op order). CP-SAT sees only this form, so
         # its answer never depends on node names or string hashing, and the identical
