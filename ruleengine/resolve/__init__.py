@@ -15,6 +15,7 @@ from __future__ import annotations
 import bisect
 import time
 from collections.abc import Collection, Mapping, Sequence
+from functools import cached_property
 from itertools import chain
 from operator import attrgetter
 
@@ -82,9 +83,8 @@ def _resolve(
         raise UsageError(f"unknown solver {solver!r}; choose one of {', '.join(SOLVERS)}")
     start = time.perf_counter()
     viable = [sc for sc in scored if sc.verdict is Verdict.FUSE and sc.cost is not None]
-    greedy = select_greedy(graph, viable)
     if solver == "greedy":
-        chosen = _order_chosen(graph, greedy)
+        chosen = _order_chosen(graph, select_greedy(graph, viable))
         return Resolution(
             "greedy",
             "GREEDY",
@@ -95,11 +95,13 @@ def _resolve(
             time.perf_counter() - start,
             0,
         )
+    greedy = _Greedy(graph, viable)
     chosen, status, bound, components = _solve_exact(graph, viable, greedy, time_limit_s, seed)
     objective = sum(_net(s) for s in chosen)
-    greedy_objective = sum(_net(s) for s in greedy)
-    if objective < greedy_objective:  # only possible when the time limit cut a search short
-        chosen, objective, status = list(greedy), greedy_objective, "FEASIBLE"
+    if status != "OPTIMAL":  # an optimum is never below greedy's choice, which is feasible
+        greedy_objective = sum(_net(s) for s in greedy.chosen)
+        if objective < greedy_objective:  # the time limit cut a search short
+            chosen, objective, status = list(greedy.chosen), greedy_objective, "FEASIBLE"
     ordered = _order_chosen(graph, chosen)
     note = "within the time limit" if status != "OPTIMAL" else ""
     return Resolution(
@@ -112,6 +114,23 @@ def _resolve(
         time.perf_counter() - start,
         components,
     )
+
+
+class _Greedy:
+    """The greedy choice, made on first use: the exact solver needs it only as CP-SAT's
+    hint for a component solved whole and as the floor of an answer the time limit cut
+    short (a component cut into segments, an enumerated or interval one do without it)."""
+
+    def __init__(self, graph: Graph, viable: Sequence[ScoredCandidate]) -> None:
+        self.graph, self.viable = graph, viable
+
+    @cached_property
+    def chosen(self) -> list[ScoredCandidate]:
+        return select_greedy(self.graph, self.viable)
+
+    @cached_property
+    def ids(self) -> frozenset[int]:
+        return frozenset(map(id, self.chosen))
 
 
 def _as_intervals(members: Sequence[int], span: tuple) -> list[tuple[int, int, int]] | None:
@@ -300,7 +319,7 @@ class _Components:
 def _solve_exact(
     graph: Graph,
     viable: Sequence[ScoredCandidate],
-    greedy: Sequence[ScoredCandidate],
+    greedy: _Greedy,
     time_limit_s: float,
     seed: int,
 ) -> tuple[list[ScoredCandidate], str, int, int]:
@@ -313,8 +332,6 @@ def _solve_exact(
     # each candidate's nodes as its tuple (a node set per record is ~1 KB: 10^5 viable
     # records on a 2048-layer stack); sets are made where set semantics matter
     sets = list(map(attrgetter("candidate.nodes"), cands))
-    in_greedy = set(map(id, greedy))
-    greedy_flag = [id(sc) in in_greedy for sc in cands]
     comps = _Components(len(cands))
     order = {n.name: n.index for n in graph.nodes}  # node -> topological index
     comps.link_overlapping(sets, order)
@@ -390,7 +407,10 @@ def _solve_exact(
         local_sets = tuple(tuple(map(label.__getitem__, ns)) for ns in node_lists)
         local_weights = tuple(weights[g] for g in members)
         local_cut_sets = tuple(sorted(tuple(sorted(local[g] for g in cut)) for cut in local_cuts))
-        hint = tuple(k for k, g in enumerate(members) if greedy_flag[g])
+        # the greedy choice as CP-SAT's hint, for a whole component (a segment's interior
+        # part goes without: greedy's choice there may clash with the segment's boundary)
+        taken = greedy.ids if not part else frozenset()
+        hint = tuple(k for k, g in enumerate(members) if id(cands[g]) in taken)
         key = (local_weights, local_sets, local_cut_sets, hint)
         hit = memo.get(key)
         if hit is None:
@@ -430,6 +450,7 @@ def _solve_exact(
     statuses = {sol[1] for sol in solved.values()}
     status = "OPTIMAL" if statuses <= {"OPTIMAL"} else "FEASIBLE"
     if cycle is not None:  # out of time with a cycle left: fall back on greedy
-        return list(greedy), "FEASIBLE", sum(sol[2] for sol in solved.values()), len(solved)
+        bound = sum(sol[2] for sol in solved.values())
+        return list(greedy.chosen), "FEASIBLE", bound, len(solved)
     bound = sum(sol[2] for sol in solved.values())
     return [cands[i] for i in selected], status, bound, len(solved)
