@@ -238,7 +238,7 @@ def _better(a: tuple | None, b: tuple | None) -> tuple | None:
     """The more informative of two shapes (more static dims wins; ``a`` on ties)."""
     if a is None:
         return b
-    if b is None:
+    if b is None or a == b:  # equal: a tie (declared inputs are mostly inferred alike)
         return a
 
     def static(s: tuple) -> int:

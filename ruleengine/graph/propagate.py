@@ -354,21 +354,27 @@ def _node_value(
     return np.asarray(out)
 
 
-def _symbolic_inputs(model: onnx.ModelProto) -> bool:
+def _symbolic_inputs(model: onnx.ModelProto, reader: TypeReader | None = None) -> bool:
+    """A graph input (not an initializer) of tensor type whose shape is not static; each
+    distinct input type is read once (``reader``: an LLM export has ~10^4 weight inputs
+    of a few types)."""
+    reader = reader or TypeReader()
     inits = {i.name for i in model.graph.initializer}
-    return any(
-        type_shape(vi.type) is None or not _static(type_shape(vi.type))
-        for vi in model.graph.input
-        if vi.name not in inits and vi.type.HasField("tensor_type")
-    )
+    for vi in model.graph.input:
+        if vi.name in inits or not vi.type.HasField("tensor_type"):
+            continue
+        got = reader.read(vi.type)
+        if got is None or not _static(got[1]):
+            return True
+    return False
 
 
-def infer(model: onnx.ModelProto) -> onnx.ModelProto:
+def infer(model: onnx.ModelProto, reader: TypeReader | None = None) -> onnx.ModelProto:
     """ONNX shape inference. Data propagation (symbolic dims carried through Shape ->
     Gather -> Concat) is used only when a graph input has a symbolic dim: the value pass
     below covers static inputs, and data propagation peaks at several times the graph's
     memory on LLM-size models (docs/shapes.md)."""
-    return onnxlite.infer_shapes(model, data_prop=_symbolic_inputs(model))
+    return onnxlite.infer_shapes(model, data_prop=_symbolic_inputs(model, reader))
 
 
 class TypeReader:
@@ -405,13 +411,15 @@ def _external_ints(model: onnx.ModelProto, folder: Path | None) -> dict[int, Val
     return out
 
 
-def _infer_with_values(model: onnx.ModelProto, inline: Mapping[int, Value]) -> onnx.ModelProto:
+def _infer_with_values(
+    model: onnx.ModelProto, inline: Mapping[int, Value], reader: TypeReader | None = None
+) -> onnx.ModelProto:
     """``infer`` with the ``inline`` initializers' values written into them for the
     duration of the call (then restored: ``model`` is left as it was), so ONNX's
     whole-graph inference reads shape vectors kept in external data itself instead of
     leaving every tensor after the first Reshape to the per-node pass."""
     if not inline:
-        return infer(model)
+        return infer(model, reader)
     inits = model.graph.initializer
     saved: dict[int, TensorProto] = {}
     try:
@@ -419,7 +427,7 @@ def _infer_with_values(model: onnx.ModelProto, inline: Mapping[int, Value]) -> o
             saved[k] = TensorProto()
             saved[k].CopyFrom(inits[k])
             inits[k].CopyFrom(onnxlite.from_array(np.asarray(v), inits[k].name))
-        return infer(model)
+        return infer(model, reader)
     finally:
         for k, tp in saved.items():
             inits[k].CopyFrom(tp)
@@ -439,7 +447,7 @@ def resolve_shapes(
     shape as ``type_shape`` gives it)."""
     reader = reader or TypeReader()
     external = _external_ints(model, folder)
-    inferred = _infer_with_values(model, external)
+    inferred = _infer_with_values(model, external, reader)
     g = inferred.graph
     declared = (*g.input, *g.value_info, *g.output)
     out: dict[str, tuple[int, tuple | None]] = {}

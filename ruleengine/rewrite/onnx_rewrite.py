@@ -141,36 +141,25 @@ def _build_body(
     return body
 
 
-# NodeProto fields a function body copies and ``_body_key`` reads (or that the body sets
-# afresh: name, doc_string, metadata_props). Of the others only device_configurations
-# exists (onnx 1.18+): a node that has some is not memoised; an onnx whose NodeProto has
-# yet another field turns the memo off.
-_BODY_FIELDS = frozenset(
-    {"input", "output", "name", "op_type", "domain", "overload", "attribute", "doc_string"}
-    | {"metadata_props"}
-)
-_OTHER_FIELDS = {f.name for f in onnx.NodeProto.DESCRIPTOR.fields} - _BODY_FIELDS
-_MEMO = _OTHER_FIELDS <= {"device_configurations"}
-_DEVICE = "device_configurations" in _OTHER_FIELDS
+# NodeProto fields a function body sets afresh: the rest (op, domain, overload,
+# attributes, any field this onnx does not know) is copied as it is.
+_RENAMED = ("input", "output", "name", "doc_string", "metadata_props")
 
 
 def _body_key(
     protos: Sequence[onnx.NodeProto], inputs: Sequence[str], outputs: Sequence[str]
 ) -> tuple | None:
     """What ``_build_body`` and the function around it make of a group, as a key: two
-    groups with equal keys get byte-identical functions (tensors renamed the same way;
-    op, domain, overload and each attribute's bytes). None when a node carries a field
-    the key does not read, or a name does not resolve (the plain path then decides)."""
+    groups with equal keys get byte-identical functions. Per node: its tensors renamed as
+    ``_build_body`` renames them, and the bytes of every other field, read by clearing
+    the renamed ones *in place*: the caller's nodes are leaving the model. None (nothing
+    cleared) when a name does not resolve: the plain path then raises as before."""
     rename: dict[str, str] = {"": ""}
     rename.update({t: f"x{i}" for i, t in enumerate(inputs)})
     rename.update({t: f"y{i}" for i, t in enumerate(outputs)})
-    if not _MEMO:
-        return None
-    parts: list[tuple] = [(len(inputs), len(outputs))]
+    renamed: list[tuple[tuple[str, ...], tuple[str, ...]]] = []
     internal = 0
     for proto in protos:
-        if _DEVICE and len(proto.device_configurations):
-            return None
         try:
             ins = tuple([rename[t] for t in proto.input])
         except KeyError:
@@ -182,9 +171,28 @@ def _body_key(
                 got = rename[t] = f"t{internal}"
                 internal += 1
             outs.append(got)
-        attrs = tuple([a.SerializeToString() for a in proto.attribute])
-        parts.append((proto.op_type, proto.domain, proto.overload, attrs, ins, tuple(outs)))
+        renamed.append((ins, tuple(outs)))
+    parts: list[tuple] = [(len(inputs), len(outputs))]
+    for proto, (ins, outs) in zip(protos, renamed, strict=True):
+        for f in _RENAMED:
+            proto.ClearField(f)
+        parts.append((proto.SerializeToString(), ins, outs))
     return tuple(parts)
+
+
+def _body_from_key(key: tuple) -> list[onnx.NodeProto]:
+    """``_build_body`` (no corruption) of the group ``_body_key`` made ``key`` from:
+    the same nodes, field for field."""
+    body = []
+    for k, (rest, ins, outs) in enumerate(key[1:]):
+        node = onnx.NodeProto()
+        node.ParseFromString(rest)
+        node.input.extend(ins)
+        node.output.extend(outs)
+        node.name = f"n{k}"
+        node.doc_string = ""  # set, as _build_body sets it (proto2: present, empty)
+        body.append(node)
+    return body
 
 
 # The name a fused model's graph gets when the input's graph has none.
@@ -236,6 +244,8 @@ def rewrite_model(
     made: dict[tuple, tuple[str, bytes]] = {}
     variants: dict[str, int] = {}
     used_names = {n.name for n in g.node if n.name}
+    # every node with a subgraph is opaque in the records: only those are looked at
+    opaque = {n.name for n in graph.nodes if n.opaque}
     removed_tensors: set[str] = set()
 
     for group in groups:
@@ -252,9 +262,9 @@ def rewrite_model(
                 )
             taken[p] = group.id
         protos = [g.node[p] for p in sorted(pos)]
-        # a node with a subgraph is opaque in the graph records: only those are looked at
-        if any(_has_subgraph(g.node[positions[n]]) for n in group.nodes if graph.node(n).opaque):
+        if any(_has_subgraph(g.node[positions[n]]) for n in group.nodes if n in opaque):
             raise RewriteError(f"group {group.id} ({group.rule}) contains a control-flow node")
+        produced = {t for p in protos for t in p.output}
         corrupt = None
         if group.rule in corrupt_rules:
             corrupt = next((o for o in group.outputs if _is_float(graph, types, o)), None)
@@ -281,10 +291,14 @@ def rewrite_model(
                 f"form {call.form.name}: the catalog's reference semantics"
             )
         else:
+            # the group's nodes leave the model: their keys are taken from them in place
             seen = _body_key(protos, group.inputs, group.outputs) if corrupt is None else None
             key = made.get((group.target_op, seen)) if seen is not None else None
             if key is None:
-                body = _build_body(protos, group.inputs, group.outputs, corrupt)
+                if seen is None:
+                    body = _build_body(protos, group.inputs, group.outputs, corrupt)
+                else:
+                    body = _body_from_key(seen)
                 body_domains = sorted({n.domain for n in body})
                 body_opsets = [helper.make_opsetid(d, opsets.get(d, 1)) for d in body_domains]
                 key_fn = helper.make_function(
@@ -343,7 +357,6 @@ def rewrite_model(
         if group.kernel_config:
             _meta(node, "autofusion.kernel_config", json.dumps(group.kernel_config, sort_keys=True))
         fused_nodes.append((min(pos), node))
-        produced = {t for p in protos for t in p.output}
         removed_tensors |= produced - set(group.outputs)
 
     kept = [(i, n) for i, n in enumerate(g.node) if i not in taken]

@@ -181,38 +181,42 @@ def test_repeated_bodies_are_made_once_and_equal_the_plain_path(model, graph, mo
     groups = groups_for(graph, *ALL)
     fused = rewrite_model(model, graph, groups)
     assert [f.name for f in fused.functions].count("MatMulBias") == 1
-    monkeypatch.setattr(onnx_rewrite, "_MEMO", False)
+    monkeypatch.setattr(onnx_rewrite, "_body_key", lambda *args: None)
     plain = rewrite_model(model, graph, groups)
     assert fused.SerializeToString() == plain.SerializeToString()
 
 
-def test_body_keys_tell_different_bodies_apart(model):
+def _key(nodes, names, inputs, outputs, change=None):
     from ruleengine.rewrite.onnx_rewrite import _body_key
 
+    copies = []
+    for name in names:  # _body_key clears the nodes it reads: copies
+        c = onnx.NodeProto()
+        c.CopyFrom(nodes[name])
+        copies.append(c)
+    if change is not None:
+        change(copies[-1])
+    return _body_key(copies, inputs, outputs)
+
+
+def test_body_keys_tell_different_bodies_apart(model):
     nodes = {n.name: n for n in model.graph.node}
-    fc1 = _body_key(
-        [nodes["fc1_matmul"], nodes["fc1_bias"]], ["ln_out", "fc1.weight", "fc1.bias"], ["fc1_out"]
-    )
-    fc2 = _body_key(
-        [nodes["fc2_matmul"], nodes["fc2_bias"]],
-        ["gelu_out", "fc2.weight", "fc2.bias"],
-        ["fc2_out"],
-    )
+    fc1 = _key(nodes, ["fc1_matmul", "fc1_bias"], ["ln_out", "fc1.weight", "fc1.bias"], ["fc1_out"])
+    args = (nodes, ["fc2_matmul", "fc2_bias"])
+    fc2 = _key(*args, ["gelu_out", "fc2.weight", "fc2.bias"], ["fc2_out"])
     assert fc1 is not None and fc1 == fc2
-    # the same nodes with the inputs in another order are another function
-    swapped = _body_key(
-        [nodes["fc2_matmul"], nodes["fc2_bias"]],
-        ["fc2.weight", "gelu_out", "fc2.bias"],
-        ["fc2_out"],
-    )
-    assert swapped != fc1
-    other = onnx.NodeProto()
-    other.CopyFrom(nodes["fc2_bias"])
-    other.attribute.append(onnx.helper.make_attribute("unused", 1))
-    assert (
-        _body_key([nodes["fc2_matmul"], other], ["gelu_out", "fc2.weight", "fc2.bias"], ["fc2_out"])
-        != fc1
-    )
+    # a doc string is not part of a body; the inputs' order and an attribute are
+    ins = ["gelu_out", "fc2.weight", "fc2.bias"]
+
+    def documented(n):
+        n.doc_string = "made by torch"
+
+    def extra(n):
+        n.attribute.append(onnx.helper.make_attribute("unused", 1))
+
+    assert fc1 == _key(*args, ins, ["fc2_out"], documented)
+    assert fc1 != _key(*args, ["fc2.weight", "gelu_out", "fc2.bias"], ["fc2_out"])
+    assert fc1 != _key(*args, ins, ["fc2_out"], extra)
 
 
 def test_a_fused_node_waits_for_a_later_input(model, graph):
