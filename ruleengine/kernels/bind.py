@@ -335,9 +335,32 @@ def _bind_ports(
     return ins, outs, problems
 
 
-def bind(graph: Graph, group: Any, rule: Rule, entry: KernelEntry) -> tuple[Call | None, Contract]:
+def _at_opset(
+    form: Form, opset: int, attrs: tuple[tuple[str, Any], ...], memo: dict[tuple, Any] | None
+) -> tuple[Form, list[str]]:
+    """``catalog.at_opset`` (a pure function of the form, the opset and the call's
+    attributes), computed once per distinct triple when ``memo`` is given: a stack of
+    repeated layers binds the same form with the same attributes thousands of times."""
+    if memo is None:
+        return at_opset(form, opset, dict(attrs))
+    key = (id(form), opset, repr(attrs))
+    got = memo.get(key)
+    if got is None or got[0] is not form:  # the memo holds the form: its id stays its own
+        got = memo[key] = (form, at_opset(form, opset, dict(attrs)))
+    out, invalid = got[1]
+    return out, list(invalid)
+
+
+def bind(
+    graph: Graph,
+    group: Any,
+    rule: Rule,
+    entry: KernelEntry,
+    memo: dict[tuple, Any] | None = None,
+) -> tuple[Call | None, Contract]:
     """Bind ``group`` to ``entry``: a Call (None when the kernel has no reference
-    semantics or does not fit) and the Contract record for the plan."""
+    semantics or does not fit) and the Contract record for the plan. ``memo``: a dict
+    the caller keeps across groups (results that depend on no tensor are shared)."""
     base = Contract(
         entry.name,
         entry.version,
@@ -372,7 +395,7 @@ def bind(graph: Graph, group: Any, rule: Rule, entry: KernelEntry) -> tuple[Call
         attrs, contradictions = attribute_values(graph, nodes, rule, entry, form)
         problems += contradictions
         if graph.opset >= form.min_opset:
-            form, invalid = at_opset(form, graph.opset, dict(attrs))
+            form, invalid = _at_opset(form, graph.opset, attrs, memo)
             problems += invalid
         if entry.outputs is not None:
             missing = [t for t in group.outputs if t not in outs.values()]
@@ -423,12 +446,13 @@ def bind_groups(
 
     rules = rule_set.by_name()
     out, calls = [], {}
+    memo: dict[tuple, Any] = {}
     for g in groups:
         entry = catalog.get(g.target_op)
         if entry is None:
             out.append(replace(g, contract=Contract(None)))
             continue
-        call, contract = bind(graph, g, rules[g.rule], entry)
+        call, contract = bind(graph, g, rules[g.rule], entry, memo)
         if call is not None:
             calls[g.id] = call
         out.append(replace(g, contract=contract))

@@ -12,12 +12,14 @@ with broadcast strides). A group the contract cannot describe does not fit the k
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 
 from ruleengine.graph.model import Graph
 from ruleengine.kernels.model import Role, Structure
 
 
+@functools.cache  # the op classes are loaded once per process; a role's ops are a tuple
 def _members(ops: Sequence[str]) -> frozenset[str]:
     from ruleengine.ops.classes import op_classes
 
