@@ -9,10 +9,14 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import replace
+from itertools import repeat
 from operator import attrgetter
 from types import MappingProxyType
+from typing import Any
+
+import numpy as np
 
 from ruleengine.cost.constraints import Context, evaluate
 from ruleengine.cost.model import Cost, ScoredCandidate, Target, Verdict
@@ -180,11 +184,9 @@ class GroupMemo:
         self._node_feat: dict[str, tuple] = {}
         self._tensor_feat: dict[str, tuple] = {}
         self._pos = topo_position(graph)
-        # tensor -> names of its readers, None for a graph output (always leaves)
-        self._readers: dict[str, frozenset[str] | None] = {
-            name: None if t.is_graph_output else frozenset(c for c, _ in t.consumers)
-            for name, t in graph.tensors.items()
-        }
+        # tensor -> names of its readers, None for a graph output (always leaves); made
+        # for the tensors of the groups analysed (not 10^5 sets per graph up front)
+        self._readers: dict[str, frozenset[str] | None] = {}
         self._kinds = node_kinds(graph)
         self._table = size_table(graph)
 
@@ -229,6 +231,14 @@ class GroupMemo:
         # which produced tensors leave the group: with the wiring, this fixes group_io
         inside = {n.name for n in nodes}
         readers = self._readers
+        tensors_of = graph.tensors
+        for n in nodes:
+            for t in n.outputs:
+                if t and t not in readers and t in tensors_of:
+                    tt = tensors_of[t]
+                    readers[t] = (
+                        None if tt.is_graph_output else frozenset(c for c, _ in tt.consumers)
+                    )
         key_io = tuple(
             t in readers and (readers[t] is None or not readers[t] <= inside)
             for n in nodes
@@ -641,22 +651,71 @@ def _first_shortest(names: Sequence[str]) -> int:
     return lengths.index(min(lengths))
 
 
-def _reduce_duplicates(scored: list[ScoredCandidate]) -> list[ScoredCandidate]:
-    """Among viable candidates with the same node set, the higher priority survives."""
+def _set_keys(
+    graph: Graph,
+    scored: Sequence[ScoredCandidate],
+    which: Sequence[int],
+    twins: Mapping[int, tuple[int, int]],
+) -> list[int]:
+    """One int per candidate ``which[k]`` (an index of ``scored``, which is in candidate
+    order), equal for two candidates exactly when their node sets are equal: the least
+    node position and the set's shape (positions minus the least, interned). A twin's
+    shape is its source's and its least position the source's plus the offset
+    (``MatchResult.twins``), so only the candidates that are no twin, and the sources,
+    are read node by node."""
+    pos = topo_position(graph)
+    shapes: dict[tuple[int, ...], int] = {}
+
+    def read(i: int) -> tuple[int, int]:
+        ps = sorted(set(map(pos.__getitem__, scored[i].candidate.nodes)))
+        lo = ps[0]
+        return lo, shapes.setdefault(tuple(p - lo for p in ps), len(shapes))
+
+    n = len(which)
+    lows = np.empty(n, dtype=np.int64)
+    sids = np.empty(n, dtype=np.int64)
+    at = np.asarray(which, dtype=np.int64)
+    if isinstance(twins, TwinMap) and len(twins):
+        k = np.minimum(twins.index.searchsorted(at), len(twins) - 1)
+        is_twin = twins.index[k] == at
+    else:
+        k = np.zeros(n, dtype=np.int64)
+        is_twin = np.zeros(n, dtype=bool)
+    # no twin: read from the names (a few thousand: a stack's first and last layers)
+    for t in np.flatnonzero(~is_twin).tolist():
+        lows[t], sids[t] = read(which[t])
+    rows = np.flatnonzero(is_twin)
+    if len(rows):
+        k = k[rows]
+        sources, back = np.unique(twins.source[k], return_inverse=True)  # type: ignore[union-attr]
+        table = np.asarray([read(j) for j in sources.tolist()], dtype=np.int64).reshape(-1, 2)
+        lows[rows] = table[back.reshape(-1), 0] + twins.shift[k]  # type: ignore[union-attr]
+        sids[rows] = table[back.reshape(-1), 1]
+    return (lows * max(len(shapes), 1) + sids).tolist()
+
+
+def _reduce_duplicates(
+    scored: list[ScoredCandidate],
+    graph: Graph | None = None,
+    twins: Mapping[int, tuple[int, int]] | None = None,
+) -> list[ScoredCandidate]:
+    """Among viable candidates with the same node set, the higher priority survives.
+    ``scored`` is in candidate order; with ``graph`` the node sets are compared as
+    ``_set_keys`` (no set made per record), else as sets."""
     fuse = Verdict.FUSE
     viable = [i for i, v in enumerate(map(attrgetter("verdict"), scored)) if v is fuse]
-    nodes = list(map(attrgetter("candidate.nodes"), map(scored.__getitem__, viable)))
-    # node sets counted by their hashes (counted in C; few repeat), each set made and let
-    # go (a cached ``node_set`` is ~1 KB a record); equal hashes are then told apart by
-    # the sets themselves, so a collision costs a comparison, never a wrong answer
-    hashes = list(map(hash, map(frozenset, nodes)))
-    maybe = {h for h, n in Counter(hashes).items() if n > 1}
-    if not maybe:
+    if graph is not None:
+        keys: list = _set_keys(graph, scored, viable, twins or {})
+    else:
+        records = map(scored.__getitem__, viable)
+        keys = list(map(frozenset, map(attrgetter("candidate.nodes"), records)))
+    shared = {h for h, n in Counter(keys).items() if n > 1}  # counted in C; few repeat
+    if not shared:
         return scored
-    by_nodes: dict[frozenset[str], list[int]] = {}
-    for i, h, ns in zip(viable, hashes, nodes, strict=True):
-        if h in maybe:
-            by_nodes.setdefault(frozenset(ns), []).append(i)
+    by_nodes: dict[object, list[int]] = {}
+    for i, h in zip(viable, keys, strict=True):
+        if h in shared:
+            by_nodes.setdefault(h, []).append(i)
     out = list(scored)
     for idxs in by_nodes.values():
         if len(idxs) < 2:
@@ -683,12 +742,33 @@ def _reduce_duplicates(scored: list[ScoredCandidate]) -> list[ScoredCandidate]:
 def _not_twins(twins: Mapping[int, tuple[int, int]], n: int) -> list[int]:
     """The candidate indices below ``n`` that are no twin, ascending."""
     if isinstance(twins, TwinMap):
-        import numpy as np
-
         own = np.ones(n, dtype=bool)
         own[twins.index] = False
         return np.flatnonzero(own).tolist()
     return [i for i in range(n) if i not in twins]
+
+
+def _by_source(
+    twins: Mapping[int, tuple[int, int]],
+) -> Iterator[tuple[int, list[int], list[int]]]:
+    """The twins grouped by the candidate they translate: (source, their indices, their
+    offsets), sources ascending, indices ascending within each."""
+    if isinstance(twins, TwinMap):
+        if not len(twins):
+            return
+        order = np.argsort(twins.source, kind="stable")
+        src = twins.source[order]
+        cuts = np.flatnonzero(src[1:] != src[:-1]) + 1
+        for rows in np.split(order, cuts):
+            yield int(twins.source[rows[0]]), twins.index[rows].tolist(), twins.shift[rows].tolist()
+        return
+    groups: dict[int, tuple[list[int], list[int]]] = {}
+    for i, (j, shift) in sorted(twins.items()):
+        idx, shifts = groups.setdefault(j, ([], []))
+        idx.append(i)
+        shifts.append(shift)
+    for j in sorted(groups):
+        yield j, *groups[j]
 
 
 def score_candidates(
@@ -721,13 +801,24 @@ def score_candidates(
         # them the source picks (by name length)
         # (and the record template of its twins: _TwinScored.like)
         ties: dict[int, tuple[tuple[tuple[int, int], ...], int, str, dict[str, object]]] = {}
-        shortest: dict[tuple, int] = {}  # (tied outputs, shift) -> _first_shortest there
+        by_port: dict[int, Any] = {}  # output port -> each node's output name length there
+
+        def out_len(q: int) -> Any:
+            got = by_port.get(q)
+            if got is None:
+                got = by_port[q] = np.fromiter(
+                    (len(n.outputs[q]) if q < len(n.outputs) else 1 << 30 for n in nodes),
+                    dtype=np.int64,
+                    count=len(nodes),
+                )
+            return got
+
         redo: dict[str, tuple] = {}  # per rule: what _TwinScored recomputes its words with
         pos = topo_position(graph)
         nodes = graph.nodes
         like = _TwinScored.like
-        for i, (j, shift) in twins.items():
-            c = candidates[i]
+
+        def source(j: int) -> tuple[tuple[tuple[int, int], ...], int, str, dict[str, object]]:
             hit = ties.get(j)
             if hit is None:
                 base = scored[j]
@@ -752,22 +843,32 @@ def score_candidates(
                     rule_name,
                     _TwinScored.like_template(base, again),
                 )
-            refs, picked, rule_name, template = hit
-            if rule_name == c.rule:
-                if not refs:
+            return hit
+
+        for j, idx, shifts in _by_source(twins):
+            refs, picked, rule_name, template = source(j)
+            cs = list(map(candidates.__getitem__, idx))
+            if not refs and all(map(rule_name.__eq__, map(attrgetter("rule"), cs))):
+                # the common case: every twin of this source takes its record, in C maps
+                for i, rec in zip(idx, map(like, cs, repeat(template)), strict=True):
+                    scored[i] = rec
+                continue
+            # where the source's anchor is one of equal-sized outputs picked by name
+            # length, each twin whose names pick the same one (``_first_shortest`` at
+            # every offset at once: the first least length per column)
+            same = [True] * len(idx)
+            if refs:
+                at = np.asarray(shifts, dtype=np.int64)
+                lengths = np.stack([out_len(q)[k + at] for k, q in refs])
+                same = (lengths.argmin(axis=0) == picked).tolist()
+            for i, c, alike in zip(idx, cs, same, strict=True):
+                if alike and rule_name == c.rule:
                     scored[i] = like(c, template)
                     continue
-                at_shift = (refs, shift)
-                there = shortest.get(at_shift)
-                if there is None:
-                    there = shortest[at_shift] = _first_shortest(
-                        [nodes[k + shift].outputs[q] for k, q in refs]
-                    )
-                if there == picked:
-                    scored[i] = like(c, template)
-                    continue
-            scored[i] = score_one(graph, c, rules.get(c.rule), target, benefit_threshold, memo=memo)
-        scored = _reduce_duplicates(scored)
+                scored[i] = score_one(
+                    graph, c, rules.get(c.rule), target, benefit_threshold, memo=memo
+                )
+        scored = _reduce_duplicates(scored, graph, twins)
         scored += _from_near_misses(graph, near, rules, target)
         # (candidate key, verdict): a StrEnum sorts as its value
         return tuple(sorted(scored, key=attrgetter("candidate.key", "verdict")))

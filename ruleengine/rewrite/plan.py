@@ -482,15 +482,27 @@ class RejectedCandidates(Sequence[Rejection]):
         return tuple(map(self._build, self._order(keep)))
 
     def _by_key(self) -> dict[tuple[str, str], list[int]]:
+        """Entry indices per (rule, verdict), ascending: the pairs numbered (C-level
+        maps) and grouped by one stable argsort, not a Python step per entry."""
         if self._buckets is None:
-            buckets: dict[tuple[str, str], list[int]] = {}
-            for i, key in enumerate(zip(self._rules(self._src), self._verdicts, strict=True)):
-                b = buckets.get(key)
-                if b is None:
-                    buckets[key] = [i]
-                else:
-                    b.append(i)
-            self._buckets = buckets
+            import numpy as np
+
+            rules = list(self._rules(self._src))
+            rule_id = {r: k for k, r in enumerate(dict.fromkeys(rules))}
+            verdict_id = {v: k for k, v in enumerate(dict.fromkeys(self._verdicts))}
+            n = len(rules)
+            key = np.fromiter(map(rule_id.__getitem__, rules), np.int64, n) * len(
+                verdict_id
+            ) + np.fromiter(map(verdict_id.__getitem__, self._verdicts), np.int64, n)
+            order = np.argsort(key, kind="stable")
+            cuts = np.flatnonzero(key[order][1:] != key[order][:-1]) + 1
+            names = list(rule_id)
+            verdicts = list(verdict_id)
+            nv = len(verdict_id)
+            self._buckets = {
+                (names[int(key[rows[0]]) // nv], verdicts[int(key[rows[0]]) % nv]): rows.tolist()
+                for rows in (np.split(order, cuts) if n else ())
+            }
         return self._buckets
 
     def _smallest(self, idxs: list[int], n: int) -> list[int]:
