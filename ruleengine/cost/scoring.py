@@ -429,6 +429,11 @@ class _NearMissScored(ScoredCandidate):
     something reads them; the values are exactly those ``score_one`` would compute.
     """
 
+    # _text/_near: the reason given, or the near miss to read it from (a translated near
+    # miss computes it on first read: match.memo); _lazy: (cost, details) once known;
+    # _pending: (graph, target) to compute them with
+    __slots__ = ("_text", "_near", "_lazy", "_pending")
+
     def __init__(
         self,
         candidate: Candidate,
@@ -448,25 +453,23 @@ class _NearMissScored(ScoredCandidate):
         put(self, "priority", priority)
         put(self, "verdict", verdict)
         put(self, "code", code)
-        # the reason is the near miss's, read when asked (a translated near miss
-        # computes it on first read: match.memo)
-        self.__dict__["_text"] = reason
-        self.__dict__["_near"] = _near
+        put(self, "_text", reason)
+        put(self, "_near", _near)
         if _graph is None:  # dataclasses.replace(): the numbers are given
-            self.__dict__["_lazy"] = (cost, details)
+            put(self, "_lazy", (cost, details))
+            put(self, "_pending", None)
         else:
-            self.__dict__["_pending"] = (_graph, _target)
+            put(self, "_pending", (_graph, _target))
 
     @property  # type: ignore[override]
     def reason(self) -> str:
-        d = self.__dict__
-        text, near = d["_text"], d["_near"]
+        text, near = self._text, self._near
         return near.reason if text is None and near is not None else (text or "")
 
     def _numbers(self) -> tuple[Cost | None, object]:
-        d = self.__dict__
-        if "_lazy" not in d:
-            graph, target = d.pop("_pending")
+        got = getattr(self, "_lazy", None)
+        if got is None:
+            graph, target = self._pending  # type: ignore[misc]
             io = group_io(graph, self.candidate.nodes)
             tr = traffic(graph, io)
             details: dict[str, object] = {"inputs": io.inputs, "outputs": io.outputs}
@@ -475,8 +478,10 @@ class _NearMissScored(ScoredCandidate):
                 ub = ub_need(graph, io, target)
                 cost = compute_cost(graph, io, tr, ub, target)
                 details["ub_buffers"] = ub.buffers
-            d["_lazy"] = (cost, MappingProxyType(details))
-        return d["_lazy"]
+            got = (cost, MappingProxyType(details))
+            object.__setattr__(self, "_lazy", got)
+            object.__setattr__(self, "_pending", None)
+        return got
 
     @property  # type: ignore[override]
     def cost(self) -> Cost | None:
@@ -506,27 +511,26 @@ def _from_near_miss(
 def _from_near_misses(
     graph: Graph, near: Sequence[NearMiss], rules: Mapping[str, Rule], target: Target
 ) -> list[ScoredCandidate]:
-    """``_from_near_miss`` of each, made without the frozen ``__init__`` (10^5 near misses
-    on a 2048-layer stack): the same records, one (graph, target) pair shared by all."""
+    """``_from_near_miss`` of each, made without ``__init__`` (10^5 near misses on a
+    2048-layer stack): the same records, one (graph, target) pair shared by all."""
     priority = {name: r.priority for name, r in rules.items()}
     pending = (graph, target)
     verdicts = _NEAR_MISS_VERDICTS
     failed = Verdict.CONSTRAINT_FAILED
     new = object.__new__
+    put = object.__setattr__
     out: list[ScoredCandidate] = []
     for nm in near:
         c = nm.candidate
         code = nm.code
         obj = new(_NearMissScored)
-        obj.__dict__.update(
-            candidate=c,
-            priority=priority.get(c.rule, 0),
-            verdict=verdicts.get(code, failed),
-            code=code,
-            _text=None,
-            _near=nm,
-            _pending=pending,
-        )
+        put(obj, "candidate", c)
+        put(obj, "priority", priority.get(c.rule, 0))
+        put(obj, "verdict", verdicts.get(code, failed))
+        put(obj, "code", code)
+        put(obj, "_text", None)
+        put(obj, "_near", nm)
+        put(obj, "_pending", pending)
         out.append(obj)
     return out
 
@@ -536,6 +540,10 @@ class _TwinScored(ScoredCandidate):
     same local structure over its whole index span, so the same verdict, code and
     numbers; its reason and details name its own tensors and are computed on first
     read (by ``score_one``, so they are exactly what scoring it directly gives)."""
+
+    # _given: the reason given (None: the scoring's own); _lazy: (reason, details) once
+    # known; _redo: what score_one recomputes them with
+    __slots__ = ("_given", "_lazy", "_redo")
 
     def __init__(
         self,
@@ -555,54 +563,53 @@ class _TwinScored(ScoredCandidate):
         put(self, "verdict", verdict)
         put(self, "code", code)
         put(self, "cost", cost)
-        d = self.__dict__
-        d["_reason"] = reason  # None: the scoring's own reason
+        put(self, "_given", reason)  # None: the scoring's own reason
         if _redo is None:  # dataclasses.replace(): everything is given
-            d["_lazy"] = (reason, details)
+            put(self, "_lazy", (reason, details))
         else:
-            d["_redo"] = _redo
+            put(self, "_redo", _redo)
 
     @classmethod
-    def like(cls, candidate: Candidate, template: dict[str, object]) -> _TwinScored:
+    def like(cls, candidate: Candidate, template: tuple) -> _TwinScored:
         """A record of ``candidate`` taking ``template``'s priority, verdict, code, cost
         and ``_redo`` (``like_template``), made without ``__init__`` (10^5 per stack)."""
         obj = object.__new__(cls)
-        d = obj.__dict__
-        d["candidate"] = candidate
-        d.update(template)
+        put = object.__setattr__
+        priority, verdict, code, cost, redo = template
+        put(obj, "candidate", candidate)
+        put(obj, "priority", priority)
+        put(obj, "verdict", verdict)
+        put(obj, "code", code)
+        put(obj, "cost", cost)
+        put(obj, "_given", None)
+        put(obj, "_redo", redo)
         return obj
 
     @staticmethod
-    def like_template(base: ScoredCandidate, redo: tuple) -> dict[str, object]:
-        return {
-            "priority": base.priority,
-            "verdict": base.verdict,
-            "code": base.code,
-            "cost": base.cost,
-            "_reason": None,
-            "_redo": redo,
-        }
+    def like_template(base: ScoredCandidate, redo: tuple) -> tuple:
+        return (base.priority, base.verdict, base.code, base.cost, redo)
 
     def relabel(self, verdict: Verdict, code: str, reason: str) -> _TwinScored:
         """``replace(self, verdict=, code=, reason=)`` without computing the details."""
-        d = self.__dict__
-        if "_lazy" in d:
+        if getattr(self, "_lazy", None) is not None:
             return replace(self, verdict=verdict, code=code, reason=reason)
         return _TwinScored(
-            self.candidate, self.priority, verdict, reason, code, self.cost, _redo=d["_redo"]
+            self.candidate, self.priority, verdict, reason, code, self.cost, _redo=self._redo
         )
 
     def _words(self) -> tuple[str, Mapping[str, object]]:
-        d = self.__dict__
-        if "_lazy" not in d:
-            graph, rule, target, threshold, memo = d.pop("_redo")
+        got = getattr(self, "_lazy", None)
+        if got is None:
+            graph, rule, target, threshold, memo = self._redo
             sc = score_one(graph, self.candidate, rule, target, threshold, memo=memo)
-            d["_lazy"] = (sc.reason, sc.details)
-        return d["_lazy"]
+            got = (sc.reason, sc.details)
+            object.__setattr__(self, "_lazy", got)
+            object.__delattr__(self, "_redo")
+        return got  # type: ignore[return-value]
 
     @property  # type: ignore[override]
     def reason(self) -> str:
-        given = self.__dict__["_reason"]
+        given = self._given
         return given if given is not None else self._words()[0]
 
     @property  # type: ignore[override]
@@ -615,8 +622,8 @@ def relabel(sc: ScoredCandidate, verdict: Verdict, code: str, reason: str) -> Sc
     computed on first read as they are (``replace`` reads every field)."""
     if isinstance(sc, _TwinScored):
         return sc.relabel(verdict, code, reason)
-    if isinstance(sc, _NearMissScored) and "_pending" in sc.__dict__:
-        graph, target = sc.__dict__["_pending"]
+    if isinstance(sc, _NearMissScored) and sc._pending is not None:
+        graph, target = sc._pending
         return _NearMissScored(
             sc.candidate, sc.priority, verdict, reason, code, _graph=graph, _target=target
         )
@@ -800,7 +807,7 @@ def score_candidates(
         # per twin source: its tied anchor outputs (node position, port), and which of
         # them the source picks (by name length)
         # (and the record template of its twins: _TwinScored.like)
-        ties: dict[int, tuple[tuple[tuple[int, int], ...], int, str, dict[str, object]]] = {}
+        ties: dict[int, tuple[tuple[tuple[int, int], ...], int, str, tuple]] = {}
         by_port: dict[int, Any] = {}  # output port -> each node's output name length there
 
         def out_len(q: int) -> Any:
@@ -818,7 +825,7 @@ def score_candidates(
         nodes = graph.nodes
         like = _TwinScored.like
 
-        def source(j: int) -> tuple[tuple[tuple[int, int], ...], int, str, dict[str, object]]:
+        def source(j: int) -> tuple[tuple[tuple[int, int], ...], int, str, tuple]:
             hit = ties.get(j)
             if hit is None:
                 base = scored[j]
@@ -870,5 +877,7 @@ def score_candidates(
                 )
         scored = _reduce_duplicates(scored, graph, twins)
         scored += _from_near_misses(graph, near, rules, target)
-        # (candidate key, verdict): a StrEnum sorts as its value
-        return tuple(sorted(scored, key=attrgetter("candidate.key", "verdict")))
+        # (candidate key, verdict), the key's parts read one by one (a translated
+        # candidate keeps no key tuple): a StrEnum sorts as its value
+        order = attrgetter("candidate.rule", "candidate.nodes", "candidate.alternative", "verdict")
+        return tuple(sorted(scored, key=order))

@@ -239,18 +239,39 @@ _READERS: dict[int, tuple[Graph, dict[str, frozenset[str] | None]]] = {}
 _NOT_A_TENSOR = object()
 
 
-def _readers(graph: Graph) -> dict[str, frozenset[str] | None]:
+class _ReaderTable(dict):
+    """Tensor -> the names of the nodes reading it (None: a graph output), made on first
+    read of each tensor: with the memo only the window's and the representatives'
+    tensors are read, not the 10^5 of a deep stack."""
+
+    def __init__(self, graph: Graph) -> None:
+        super().__init__()
+        self.tensors = graph.tensors
+        self.folded = frozenset(graph.compile_time_nodes)
+
+    def __missing__(self, name: str) -> frozenset[str] | None:
+        t = self.tensors[name]  # KeyError: not a tensor of the graph
+        folded = self.folded
+        got = None if t.is_graph_output else frozenset(c for c, _ in t.consumers if c not in folded)
+        self[name] = got
+        return got
+
+    def get(self, name: str, default: object = None) -> object:  # type: ignore[override]
+        try:
+            return self[name]
+        except KeyError:
+            return default
+
+
+def _readers(graph: Graph) -> _ReaderTable:
     """Tensor -> the names of the nodes reading it; None for a graph output (it always
     leaves the subgraph). Compile-time readers (a Shape of a static tensor) are folded,
-    not kernels, so they do not make a tensor leave. One pass per graph, cached."""
+    not kernels, so they do not make a tensor leave. Cached per graph, each tensor's
+    entry made on first read."""
     hit = _READERS.get(id(graph))
     if hit is not None and hit[0] is graph:
         return hit[1]
-    folded = frozenset(graph.compile_time_nodes)
-    table = {
-        name: None if t.is_graph_output else frozenset(c for c, _ in t.consumers if c not in folded)
-        for name, t in graph.tensors.items()
-    }
+    table = _ReaderTable(graph)
     if len(_READERS) > 8:
         _READERS.clear()
     _READERS[id(graph)] = (graph, table)

@@ -44,6 +44,7 @@ import time
 from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from itertools import repeat
 from operator import itemgetter
 from typing import Any
 
@@ -442,27 +443,27 @@ class _MappedNearMiss(NearMiss):
     """A near miss translated from a representative's: the code is known; the reason
     (it names nodes and tensors) is computed on first read by checking the binding."""
 
+    __slots__ = ("_redo", "_text")
+
     def __init__(self, candidate: Candidate, code: str, redo: tuple) -> None:
         # ``redo``: (graph, rule, clause, aliases, plan), shared by the translations of
         # one outcome; the row's node names are read from the candidate (``_o``, ``_v``)
-        self.__dict__.update(candidate=candidate, code=code, _redo=redo)
-
-    def __reduce__(self) -> tuple:
-        # sent to another process (parallel matching) as a plain near miss
-        return (NearMiss, (self.candidate, self.code, self.reason))
+        put = object.__setattr__
+        put(self, "candidate", candidate)
+        put(self, "code", code)
+        put(self, "_redo", redo)
 
     @property  # type: ignore[override]
     def reason(self) -> str:
-        d = self.__dict__
-        if "_reason" not in d:
-            c = d["candidate"].__dict__
-            o, v = c["_o"], c["_v"]
+        text = getattr(self, "_text", None)
+        if text is None:
+            c = self.candidate
+            o, v = c._o, c._v  # type: ignore[attr-defined]
             names = o.site[1]
-            graph, rule, conc, aliases, plan = d["_redo"]
-            d["_reason"] = _recheck(
-                graph, rule, conc, [names[v + k] for k in o.offs], aliases, plan
-            )
-        return d["_reason"]
+            graph, rule, conc, aliases, plan = self._redo
+            text = _recheck(graph, rule, conc, [names[v + k] for k in o.offs], aliases, plan)
+            object.__setattr__(self, "_text", text)
+        return text
 
 
 def _recheck(graph, rule, conc, names, aliases, plan) -> str:
@@ -542,40 +543,34 @@ class _Translated(Candidate):
     ``_o`` is the outcome it translates (which knows the graph and the node names),
     ``_v`` the member it is translated onto."""
 
+    __slots__ = ("_o", "_v", "_spelled")
+
     def __init__(self, graph: Graph, names: Sequence[str], key: tuple, o: _Outcome, v: int):
-        put = object.__setattr__
-        put(self, "rule", key[0])
-        put(self, "alternative", key[2])
         o.site = (graph, names)
-        d = self.__dict__
-        d["key"] = key  # cached_property values, known already
-        d["nodes"] = key[1]
-        d["_o"] = o
-        d["_v"] = v
+        _fill(self, key, o, v)
 
     @classmethod
     def make(cls, key: tuple, o: _Outcome, v: int) -> _Translated:
-        """``_Translated(graph, names, key, o, v)`` made without the frozen dataclass's
-        ``__setattr__`` (one per translated record, 10^5 on a stack), for an outcome
-        whose ``site`` is set. Its node set is left to be made on first read: a cached
-        frozenset is ~1 KB a record, and only the viable few that resolve links need
-        it (made there and let go)."""
+        """``_Translated(graph, names, key, o, v)`` made without ``__init__`` (one per
+        translated record, 10^5 on a stack), for an outcome whose ``site`` is set. Its
+        node set is made when read, not kept (~1 KB a record)."""
         obj = object.__new__(cls)
-        obj.__dict__.update(rule=key[0], alternative=key[2], key=key, nodes=key[1], _o=o, _v=v)
+        _fill(obj, key, o, v)
         return obj
 
     def _spell(self) -> tuple:
-        d = self.__dict__
-        if "_spelled" not in d:
-            o, v = d["_o"], d["_v"]
+        got = getattr(self, "_spelled", None)
+        if got is None:
+            o, v = self._o, self._v
             graph, names = o.site
             nodes = graph.nodes
-            d["_spelled"] = (
+            got = (
                 tuple(tuple(names[v + k] for k in g) for g in o.groups),
                 tuple(nodes[v + k].inputs[p] for k, p in o.inputs),
                 tuple(nodes[v + k].outputs[q] for k, q in o.outputs),
             )
-        return d["_spelled"]
+            object.__setattr__(self, "_spelled", got)
+        return got
 
     @property  # type: ignore[override]
     def bindings(self) -> tuple[tuple[str, ...], ...]:
@@ -589,8 +584,15 @@ class _Translated(Candidate):
     def outputs(self) -> tuple[str, ...]:
         return self._spell()[2]
 
-    def __reduce__(self) -> tuple:
-        return (Candidate, (self.rule, self.alternative, self.bindings, self.inputs, self.outputs))
+
+def _fill(obj: _Translated, key: tuple, o: _Outcome, v: int) -> None:
+    # the key tuple itself is not kept (64 B a record): ``key`` makes it when read
+    put = object.__setattr__
+    put(obj, "rule", key[0])
+    put(obj, "alternative", key[2])
+    put(obj, "_nodes", key[1])
+    put(obj, "_o", o)
+    put(obj, "_v", v)
 
 
 def _reorder(row: tuple, groups: tuple[tuple[int, ...], ...]) -> tuple:
@@ -1071,6 +1073,18 @@ def _match_window(
                             offer(best_c, cand.key, (None, v, row, cand, None, None))
                             continue
                         offer(best, (name, tuple(keys[t]), alt), (o, v))
+                    continue
+                # keys and entries made by C-level maps; when no key of this outcome is
+                # taken yet (the common case) they go in at once
+                fresh = dict(
+                    zip(
+                        zip(repeat(name), map(tuple, keys), repeat(alt)),
+                        zip(repeat(o), at),
+                        strict=True,
+                    )
+                )
+                if len(fresh) == len(at) and best.keys().isdisjoint(fresh):
+                    best.update(fresh)
                     continue
                 setdefault = best.setdefault
                 for v, k in zip(at, keys, strict=True):
