@@ -495,6 +495,20 @@ STRUCTURAL_BEFORE["EmbeddingSum"] = (
     "e = Gather(tab, ids)\n    p = Gather(ptab, pos)\n    y = Add(e, p)",
 )
 CONSTS["EmbeddingSum"] = ["tab", "ptab"]
+# attention_out_projection (issue 11): head-split Q and K^T as they arrive, V's bias and
+# head split, scale, mask, Softmax, context, head merge, output projection + bias.
+STRUCTURAL_BEFORE["AttentionOutProjection"] = (
+    "float[2,3,6,8] q, float[2,3,8,6] kt, float[2,6,24] v0, float[2,1,6,6] m, float[24] bv, "
+    "float[24,24] wo, float[24] bo",
+    "float[2,6,24]",
+    "s = MatMul(q, kt)\n    sc = Constant <value = float {0.35}> ()\n    s1 = Mul(s, sc)\n"
+    "    s2 = Add(s1, m)\n    p = Softmax <axis = -1> (s2)\n    v1 = Add(v0, bv)\n"
+    "    v2 = Reshape(v1, vs)\n    v = Transpose <perm = [0, 2, 1, 3]> (v2)\n"
+    "    c = MatMul(p, v)\n    c1 = Transpose <perm = [0, 2, 1, 3]> (c)\n"
+    "    c2 = Reshape(c1, os)\n    o = MatMul(c2, wo)\n    y = Add(o, bo)",
+)
+SHAPES_STRUCTURAL["AttentionOutProjection"] = {"vs": [2, 6, 3, 8], "os": [2, 6, 24]}
+CONSTS["AttentionOutProjection"] = ["bv", "wo", "bo"]
 
 
 SHAPES = {

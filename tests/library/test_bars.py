@@ -30,15 +30,7 @@ SIGMOID_GATED = frozenset({"Sigmoid", "HardSigmoid"})  # x * Sigmoid(x) / x * Ha
 # Bars a model cannot meet yet, and why (kept visible: the test reports XPASS once fixed).
 # Key: (model file name, bar), bar one of coverage, traffic, epilogue, conv-chains.
 # Measured by bench/coverage.py; the cause is what stays outside every chosen group.
-KNOWN_SHORT: dict[tuple[str, str], str] = {
-    ("opt-tiny.dynamo.onnx", "coverage"): (
-        "75.8% captured; largest unfused edges MatMul->Add (V bias), Transpose->MatMul (the "
-        "head-split Q and K into the scores), Transpose->MatMul (head merge into the output "
-        "projection), the residual stream into its norm and Add: a LayerNorm with three "
-        "biased projections needs 9 kernel inputs (ascend910b allows 8); attention with the "
-        "output projection is the missing kernel (81.3% with it)"
-    ),
-}
+KNOWN_SHORT: dict[tuple[str, str], str] = {}
 
 
 def _load_bench():
