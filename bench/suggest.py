@@ -94,6 +94,25 @@ def carry(drafts, other, analysis) -> dict:  # noqa: ANN001
     }
 
 
+def reverse(source: Path, other: Path) -> dict:
+    """The other direction: the other export's own drafts measured on the source. Where
+    they raise nothing there, what is left in the other export is a structure the source
+    leaves no traffic in (the bundled rules fuse it there, or it is spelled apart)."""
+    own = drafted(other)
+    if not own.rules:
+        return {"reverse_rules": 0, "reverse_before": None, "reverse_after": None}
+    with tempfile.TemporaryDirectory() as tmp:
+        for d in own.rules:
+            (Path(tmp) / f"{d.name}.yaml").write_text(d.text, encoding="utf-8")
+        before, _ = analysed(source, [])
+        after, _ = analysed(source, [tmp])
+    return {
+        "reverse_rules": len(own.rules),
+        "reverse_before": round(before, 4),
+        "reverse_after": round(after, 4),
+    }
+
+
 def why_no_gain(r: dict) -> str:
     """The measured reason a cross pair's coverage did not rise."""
     c = r["carry"]
@@ -103,6 +122,13 @@ def why_no_gain(r: dict) -> str:
         f"{c['other_regions_matched']} matched exactly by a draft, "
         f"{c['other_regions_overlapped']} overlapped"
     )
+    if c.get("reverse_rules"):
+        rise = c["reverse_after"] - c["reverse_before"]
+        own += (
+            f"; its own {c['reverse_rules']} drafts raise {r['suggested_from']} by "
+            f"{rise:+.1%}"
+            + (" (the structures left there leave no traffic in the source)" if rise <= 0 else "")
+        )
     if not c["matches"]:
         return f"the {r['rules']} drafts match nothing there ({left}; {own})"
     if not c["viable"]:
@@ -209,6 +235,7 @@ def cross(models: list[Path]) -> list[dict]:
                     continue
                 before, _ = analysed(other, [])
                 after, analysis = analysed(other, [tmp])
+                back = reverse(source, other)
                 rows.append(
                     {
                         "family": fam,
@@ -217,7 +244,7 @@ def cross(models: list[Path]) -> list[dict]:
                         "rules": len(s.rules),
                         "before": round(before, 4),
                         "after": round(after, 4),
-                        "carry": carry(s, other, analysis),
+                        "carry": {**carry(s, other, analysis), **back},
                     }
                 )
                 print(
