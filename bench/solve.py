@@ -5,8 +5,8 @@ synthetic N-layer decoder stacks.
 
 Per case: nodes, candidates scored, viable candidates, independent components, cost
 stage time, exact solve time and status, greedy time, net HBM bytes saved by each, and
-the gap (exact - greedy). Shared models get their ``unk__N`` dims bound from one
-onnxruntime run (``coverage.observed_dims``) so that every candidate can be costed.
+the gap (exact - greedy). Shared models' ``unk__N`` dims are resolved by the graph loader
+itself (as in ``bench/coverage.py``), so that every candidate can be costed.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from coverage import family, observed_dims, shared_models  # noqa: E402
+from coverage import family, shared_models  # noqa: E402
 from synthetic import decoder_stack  # noqa: E402
 
 from ruleengine.cost import load_target, score_candidates  # noqa: E402
@@ -85,7 +85,7 @@ def main() -> None:
         print(f"shared models (family preset, target {target.name})")
         print(HEADER)
     for path in shared_models():
-        graph = load_graph(path, observed_dims(path))
+        graph = load_graph(path)
         rows.append(solve_case(path.name, graph, presets[family(path)], target))
         emit(rows[-1])
     sizes = (
