@@ -105,8 +105,7 @@ def analyze_digests(model: Path) -> dict[str, str]:
 
 
 def cases(layers: list[int], families: bool, folder: Path) -> list[tuple[str, Path, str]]:
-    import onnx
-    from synthetic import decoder_stack_weights
+    from scale import write_model  # the same stacks, saved the same way, as bench/scale.py
 
     out: list[tuple[str, Path, str]] = []
     shared = sorted(SHARED.glob("*.onnx"))
@@ -115,19 +114,7 @@ def cases(layers: list[int], families: bool, folder: Path) -> list[tuple[str, Pa
     out += [(f"shared/{m.name}", m, "compact") for m in shared]
     for n in layers:
         for form in ("initializers", "inputs", "external"):
-            m = decoder_stack_weights(n, form)
-            path = folder / f"decoder{n}-{form}.onnx"
-            if form == "external":
-                onnx.save(
-                    m,
-                    str(path),
-                    save_as_external_data=True,
-                    all_tensors_to_one_file=True,
-                    location=path.name + ".data",
-                    size_threshold=0,
-                )
-            else:
-                onnx.save(m, str(path))
+            path, _ = write_model(n, form, folder)
             out.append((f"stack{n}-{form}", path, "compact"))
             if n == layers[0]:
                 out.append((f"stack{n}-{form}-full", path, "full"))
