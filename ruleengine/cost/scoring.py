@@ -161,6 +161,12 @@ def _dynamic_reason(graph: Graph, unknown: tuple[str, ...]) -> str:
     return f"size of {names} is not known statically ({how})"
 
 
+def _put_fields(obj: object, **values: object) -> None:
+    """Set fields of a frozen, slotted record (its ``__setattr__`` refuses)."""
+    for name, value in values.items():
+        object.__setattr__(obj, name, value)
+
+
 class GroupMemo:
     """Traffic and UB need of groups, shared between groups of the same local structure.
 
@@ -449,12 +455,15 @@ class _NearMissScored(ScoredCandidate):
         _near: NearMiss | None = None,
     ) -> None:
         put = object.__setattr__
-        put(self, "candidate", candidate)
-        put(self, "priority", priority)
-        put(self, "verdict", verdict)
-        put(self, "code", code)
-        put(self, "_text", reason)
-        put(self, "_near", _near)
+        _put_fields(
+            self,
+            candidate=candidate,
+            priority=priority,
+            verdict=verdict,
+            code=code,
+            _text=reason,
+            _near=_near,
+        )
         if _graph is None:  # dataclasses.replace(): the numbers are given
             put(self, "_lazy", (cost, details))
             put(self, "_pending", None)
@@ -558,12 +567,15 @@ class _TwinScored(ScoredCandidate):
         _redo: tuple | None = None,
     ) -> None:
         put = object.__setattr__
-        put(self, "candidate", candidate)
-        put(self, "priority", priority)
-        put(self, "verdict", verdict)
-        put(self, "code", code)
-        put(self, "cost", cost)
-        put(self, "_given", reason)  # None: the scoring's own reason
+        _put_fields(
+            self,
+            candidate=candidate,
+            priority=priority,
+            verdict=verdict,
+            code=code,
+            cost=cost,
+            _given=reason,  # _given None: the scoring's own reason
+        )
         if _redo is None:  # dataclasses.replace(): everything is given
             put(self, "_lazy", (reason, details))
         else:
@@ -574,15 +586,17 @@ class _TwinScored(ScoredCandidate):
         """A record of ``candidate`` taking ``template``'s priority, verdict, code, cost
         and ``_redo`` (``like_template``), made without ``__init__`` (10^5 per stack)."""
         obj = object.__new__(cls)
-        put = object.__setattr__
         priority, verdict, code, cost, redo = template
-        put(obj, "candidate", candidate)
-        put(obj, "priority", priority)
-        put(obj, "verdict", verdict)
-        put(obj, "code", code)
-        put(obj, "cost", cost)
-        put(obj, "_given", None)
-        put(obj, "_redo", redo)
+        _put_fields(
+            obj,
+            candidate=candidate,
+            priority=priority,
+            verdict=verdict,
+            code=code,
+            cost=cost,
+            _given=None,
+            _redo=redo,
+        )
         return obj
 
     @staticmethod
