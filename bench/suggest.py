@@ -95,21 +95,62 @@ def carry(drafts, other, analysis) -> dict:  # noqa: ANN001
 
 
 def reverse(source: Path, other: Path) -> dict:
-    """The other direction: the other export's own drafts measured on the source. Where
-    they raise nothing there, what is left in the other export is a structure the source
-    leaves no traffic in (the bundled rules fuse it there, or it is spelled apart)."""
+    """The other direction: the other export's own drafts measured on the source, and
+    whether what is left in the other export shares the source's structure. Per draft of
+    the other export: its matches on the source, and the fusable bytes inside them that
+    the source's bundled groups leave unfused. A draft that matches nothing there is a
+    structure the source does not have (spelled apart); one whose matches hold no unfused
+    byte there is a structure the bundled rules already fuse in the source: in both cases
+    the source has no traffic of that structure left to draft a rule from."""
+    from ruleengine import coverage
+
     own = drafted(other)
     if not own.rules:
         return {"reverse_rules": 0, "reverse_before": None, "reverse_after": None}
     with tempfile.TemporaryDirectory() as tmp:
         for d in own.rules:
             (Path(tmp) / f"{d.name}.yaml").write_text(d.text, encoding="utf-8")
-        before, _ = analysed(source, [])
-        after, _ = analysed(source, [tmp])
+        before, base = analysed(source, [])
+        after, analysis = analysed(source, [tmp])
+    edges = coverage.fusable_edges(base.graph)
+    group_of = {n: i for i, sc in enumerate(base.resolution.chosen) for n in sc.candidate.nodes}
+    left = [e for e in edges.edges if group_of.get(e.producer, -1) != group_of.get(e.consumer, -2)]
+    absent = unfit = fused = shared = won = 0
+    shared_bytes = 0
+    chosen = {sc.candidate.node_set for sc in analysis.resolution.chosen}
+    for d in own.rules:
+        matches = [sc for sc in analysis.scored if sc.candidate.rule == d.name]
+        viable = [sc.candidate.node_set for sc in matches if sc.viable]
+        if not matches:
+            absent += 1
+            continue
+        if not viable:
+            unfit += 1
+            continue
+        free = sum(
+            e.nbytes for e in left if any(e.producer in m and e.consumer in m for m in viable)
+        )
+        if free:
+            shared += 1
+            shared_bytes += free
+            won += any(m in chosen for m in viable)
+        else:
+            fused += 1
+    source_keys = {d.cluster.key for d in drafted(source).rules}
+    m = own.coverage[0]
     return {
         "reverse_rules": len(own.rules),
         "reverse_before": round(before, 4),
         "reverse_after": round(after, 4),
+        "other_fusable": m.fusable_bytes,
+        "other_own_after": round(m.after, 4),
+        "other_drafts_absent_in_source": absent,
+        "other_drafts_unfit_in_source": unfit,
+        "other_drafts_fused_in_source": fused,
+        "other_drafts_shared": shared,
+        "other_drafts_shared_chosen": won,
+        "other_drafts_shared_bytes": shared_bytes,
+        "other_drafts_same_key": sum(d.cluster.key in source_keys for d in own.rules),
     }
 
 
@@ -140,6 +181,36 @@ def why_no_gain(r: dict) -> str:
             f"groups saving at least as many net bytes ({own})"
         )
     return f"{c['chosen']} match(es) chosen, capturing no more than what they displace ({own})"
+
+
+def what_is_left(r: dict) -> str:
+    """For a pair without gain: what the other export has left after the bundled rules,
+    and whether any of it shares the source's structure (its own drafts on the source)."""
+    c = r["carry"]
+    if "other_fusable" not in c:
+        return ""
+    kib = c["other_fusable"] * (1 - r["before"]) / 1024
+    head = (
+        f"left on {r['measured_on']}: {1 - r['before']:.1%} of its fusable bytes "
+        f"({kib:.1f} KiB), which its own {c['reverse_rules']} drafts take to "
+        f"{c['other_own_after']:.1%}; those drafts on {r['suggested_from']}: "
+        f"{c['other_drafts_absent_in_source']} match nothing, "
+        f"{c['other_drafts_unfit_in_source']} match only where no kernel fits (not viable), "
+        f"{c['other_drafts_fused_in_source']} fuse only traffic its bundled rules already "
+        f"fuse, {c['other_drafts_shared']} fuse traffic left there "
+        f"({c['other_drafts_shared_bytes'] / 1024:.1f} KiB; chosen: "
+        f"{c['other_drafts_shared_chosen']}); "
+        f"{c['other_drafts_same_key']} of the {c['reverse_rules']} have the structure of a "
+        "source draft"
+    )
+    if not c["other_drafts_shared"]:
+        return head + ": none of what is left shares the source's structure"
+    if not c["other_drafts_shared_chosen"]:
+        return (
+            head + ": that structure is shared, but none of those groups is chosen in the "
+            "source (the groups chosen there save more net bytes)"
+        )
+    return head + ": that structure is shared and chosen in the source"
 
 
 def checked(s) -> tuple[int, int, int]:  # noqa: ANN001
@@ -235,7 +306,7 @@ def cross(models: list[Path]) -> list[dict]:
                     continue
                 before, _ = analysed(other, [])
                 after, analysis = analysed(other, [tmp])
-                back = reverse(source, other)
+                back = reverse(source, other) if after <= before else {}
                 rows.append(
                     {
                         "family": fam,
@@ -333,6 +404,9 @@ def render(out: dict) -> None:
         for r in rows:
             if r["after"] <= r["before"] and "carry" in r:
                 print(f"# no gain on {r['measured_on']}: {why_no_gain(r)}")
+                left = what_is_left(r)
+                if left:
+                    print(f"#   {left}")
 
 
 if __name__ == "__main__":
