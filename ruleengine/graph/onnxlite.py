@@ -18,8 +18,10 @@ strings, text model formats, per-node inference) goes through the full package.
 
 from __future__ import annotations
 
+import collections.abc
 import importlib.machinery
 import importlib.util
+import numbers
 import os
 import sys
 from types import ModuleType
@@ -92,6 +94,8 @@ TensorProto: Any = _pb.TensorProto
 TypeProto: Any = _pb.TypeProto
 AttributeProto: Any = _pb.AttributeProto
 OperatorSetIdProto: Any = _pb.OperatorSetIdProto
+FunctionProto: Any = _pb.FunctionProto
+ValueInfoProto: Any = _pb.ValueInfoProto
 
 # element type -> numpy dtype, for the types numpy has natively (onnx's _mapping)
 _NP = {
@@ -297,3 +301,138 @@ def infer_node_outputs(
         _pb.IR_VERSION,
     )
     return {t: TypeProto.FromString(b) for t, b in outputs.items()}
+
+
+# ---------------------------------------------------------------------------------------
+# Writing and checking models (the rewriter, the kernel catalog and the check of ``fuse``),
+# each equal to onnx's function of the same name for what it handles.
+
+
+class ParseError(Exception):
+    """``onnx.parser.ParseError`` (raised with the parser's message as onnx raises it)."""
+
+
+def parse_function(text: str) -> Any:
+    """``onnx.parser.parse_function``."""
+    ok, msg, blob = _C.parser.parse_function(text)
+    if not ok:
+        raise ParseError(msg)
+    fn = FunctionProto()
+    fn.ParseFromString(blob)
+    return fn
+
+
+def check_model(model: Any, full_check: bool = False) -> None:
+    """``onnx.checker.check_model(model, full_check)`` of an in-memory model (a
+    ModelProto or its bytes); raises onnx's own errors."""
+    data = model if isinstance(model, bytes) else model.SerializeToString()
+    if len(data) > 2**31:  # onnx.checker.MAXIMUM_PROTOBUF
+        raise ValueError(
+            "This protobuf of onnx model is too large (>2GiB). Call check_model with model "
+            "path instead."
+        )
+    _C.checker.check_model(data, full_check, False, False)
+
+
+def check_model_path(path: str, full_check: bool = False) -> None:
+    """``onnx.checker.check_model(path, full_check)``: external data resolve from its folder."""
+    _C.checker.check_model_path(path, full_check, False, False)
+
+
+def newest_schema(op_type: str, domain: str = "") -> Any:
+    """``onnx.defs.get_schema(op_type, domain)``: the op's newest schema."""
+    return _C.defs.get_schema(op_type, domain)
+
+
+def make_opsetid(domain: str, version: int) -> Any:
+    """``onnx.helper.make_opsetid``."""
+    out = OperatorSetIdProto()
+    out.domain = domain
+    out.version = version
+    return out
+
+
+def make_function(
+    domain: str,
+    fname: str,
+    inputs: collections.abc.Sequence[str],
+    outputs: collections.abc.Sequence[str],
+    nodes: collections.abc.Sequence[Any],
+    opset_imports: collections.abc.Sequence[Any],
+) -> Any:
+    """``onnx.helper.make_function`` without attributes, doc string or overload."""
+    f = FunctionProto()
+    f.domain = domain
+    f.name = fname
+    f.input.extend(inputs)
+    f.output.extend(outputs)
+    f.node.extend(nodes)
+    f.opset_import.extend(opset_imports)
+    return f
+
+
+def make_attribute(key: str, value: Any) -> Any:
+    """``onnx.helper.make_attribute(key, value)``: numbers, strings and lists of them
+    here, every other kind of value by onnx itself."""
+    attr = AttributeProto()
+    attr.name = key
+    if isinstance(value, numbers.Integral):
+        attr.i = int(value)
+        attr.type = AttributeProto.INT
+    elif isinstance(value, numbers.Real):
+        attr.f = float(value)
+        attr.type = AttributeProto.FLOAT
+    elif isinstance(value, (str, bytes)):
+        attr.s = value.encode("utf-8") if isinstance(value, str) else value
+        attr.type = AttributeProto.STRING
+    elif isinstance(value, TensorProto):
+        attr.t.CopyFrom(value)
+        attr.type = AttributeProto.TENSOR
+    elif isinstance(value, (list, tuple)) and value:
+        types = {type(v) for v in value}
+        if all(issubclass(t, numbers.Integral) for t in types):
+            attr.ints.extend(value)
+            attr.type = AttributeProto.INTS
+        elif all(issubclass(t, numbers.Real) for t in types):
+            attr.floats.extend(value)
+            attr.type = AttributeProto.FLOATS
+        elif all(issubclass(t, (str, bytes)) for t in types):
+            attr.strings.extend(v.encode("utf-8") if isinstance(v, str) else v for v in value)
+            attr.type = AttributeProto.STRINGS
+        else:
+            return full().helper.make_attribute(key, value)
+    else:
+        return full().helper.make_attribute(key, value)
+    return attr
+
+
+def make_node(
+    op_type: str,
+    inputs: collections.abc.Sequence[str],
+    outputs: collections.abc.Sequence[str],
+    name: str | None = None,
+    domain: str | None = None,
+    **kwargs: Any,
+) -> Any:
+    """``onnx.helper.make_node``."""
+    node = NodeProto()
+    node.op_type = op_type
+    node.input.extend(inputs)
+    node.output.extend(outputs)
+    if name:
+        node.name = name
+    if domain is not None:
+        node.domain = domain
+    if kwargs:
+        node.attribute.extend(
+            make_attribute(key, value) for key, value in sorted(kwargs.items()) if value is not None
+        )
+    return node
+
+
+def make_tensor_value_info(name: str, elem_type: int, shape: list[int | str | None] | None) -> Any:
+    """``onnx.helper.make_tensor_value_info``."""
+    out = ValueInfoProto()
+    out.name = name
+    out.type.CopyFrom(tensor_type_proto(elem_type, shape))
+    return out

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import onnx
 
+from ruleengine.graph import onnxlite
 from ruleengine.graph.model import Graph
 from ruleengine.kernels.catalog import at_opset
 from ruleengine.kernels.model import Binding, Catalog, Contract, Form, KernelEntry
@@ -216,7 +216,7 @@ def _fold(graph: Graph, tensor: str, seen: dict[str, Any]) -> np.ndarray | None:
         if op in _UNARY:
             return np.asarray(_UNARY[op](x))
         if op == "Cast":
-            return x.astype(onnx.helper.tensor_dtype_to_np_dtype(int(attrs["to"])))
+            return x.astype(onnxlite.np_dtype(int(attrs["to"])))
         if op in _VIEWS and info.is_static:
             return x.reshape(info.shape)  # type: ignore[arg-type]
         if len(args) < 2 or args[1] is None:

@@ -68,8 +68,7 @@ def _attr_decl(a: KernelAttr) -> str:
 def _parse_function(
     kernel: str, form: str, attrs: Sequence[KernelAttr], text: str, where: Location
 ) -> tuple[bytes, tuple[str, ...], tuple[str, ...]]:
-    import onnx
-    import onnx.parser
+    from ruleengine.graph import onnxlite
 
     header = (
         f'<domain: "{FUSED_DOMAIN}", opset_import: ["": {FUNCTION_OPSET}], overload: "{form}">\n'
@@ -77,7 +76,7 @@ def _parse_function(
     decl = ", ".join(_attr_decl(a) for a in attrs)
     source = f"{header}{kernel} {'<' + decl + '> ' if decl else ''}{text.strip()}\n"
     try:
-        fn = onnx.parser.parse_function(source)
+        fn = onnxlite.parse_function(source)
     except Exception as exc:  # noqa: BLE001 - the parser raises its own error type
         raise _error(f"kernel {kernel} form {form}: not an ONNX function: {exc}", where) from None
     return fn.SerializeToString(), tuple(fn.input), tuple(fn.output)
@@ -86,10 +85,10 @@ def _parse_function(
 @functools.cache
 def _first_versions() -> dict[str, int]:
     """ONNX op type -> the first default-domain opset that has it."""
-    import onnx.defs
+    from ruleengine.graph import onnxlite
 
     first: dict[str, int] = {}
-    for schema in onnx.defs.get_all_schemas_with_history():
+    for schema in onnxlite.all_schemas_with_history():
         if schema.domain in ("", "ai.onnx"):
             v = first.get(schema.name)
             first[schema.name] = schema.since_version if v is None else min(v, schema.since_version)
@@ -100,11 +99,11 @@ def _first_versions() -> dict[str, int]:
 def _attribute_since(op: str, attribute: str) -> int:
     """The first default-domain opset whose ``op`` has ``attribute`` (1: unknown op, or
     an attribute no version has, which onnx.parser and the checker report themselves)."""
-    import onnx.defs
+    from ruleengine.graph import onnxlite
 
     versions = [
         s.since_version
-        for s in onnx.defs.get_all_schemas_with_history()
+        for s in onnxlite.all_schemas_with_history()
         if s.name == op and s.domain in ("", "ai.onnx") and attribute in s.attributes
     ]
     return min(versions, default=1)
@@ -115,9 +114,9 @@ def _min_opset(blob: bytes) -> int:
     it sets to a literal value is one that op has (MaxPool's ``dilations`` is new in
     opset 10). Attributes referring to a kernel attribute (``@name``) do not count: a
     call that does not carry the attribute drops them (``at_opset``)."""
-    import onnx
+    from ruleengine.graph import onnxlite
 
-    fn = onnx.FunctionProto()
+    fn = onnxlite.FunctionProto()
     fn.ParseFromString(blob)
     first = {**_first_versions(), **LOWERED}
     needs = [1]
@@ -131,10 +130,10 @@ def _min_opset(blob: bytes) -> int:
 
 @functools.cache
 def _schema_attributes(op: str, opset: int) -> frozenset[str] | None:
-    import onnx.defs
+    from ruleengine.graph import onnxlite
 
     try:
-        return frozenset(onnx.defs.get_schema(op, opset, "").attributes)
+        return frozenset(onnxlite.get_schema(op, opset, "").attributes)
     except Exception:  # noqa: BLE001 - onnx raises SchemaError: the op is not at that opset
         return None
 
@@ -142,16 +141,16 @@ def _schema_attributes(op: str, opset: int) -> frozenset[str] | None:
 @functools.cache
 def _newest_default(op: str, attribute: str) -> Any:
     """The default of ``op``'s ``attribute`` in its newest schema (None: no default)."""
-    import onnx.defs
-    import onnx.helper
+    from ruleengine.graph import onnxlite
 
     try:
-        a = onnx.defs.get_schema(op, "").attributes.get(attribute)
+        a = onnxlite.newest_schema(op, "").attributes.get(attribute)
     except Exception:  # noqa: BLE001 - unknown op
         return None
-    if a is None or not a.default_value.name:
+    default = None if a is None else onnxlite.attribute_default(a)
+    if default is None or not default.name:
         return None
-    value = onnx.helper.get_attribute_value(a.default_value)
+    value = onnxlite.attribute_value(default)
     return value.decode() if isinstance(value, bytes) else value
 
 
@@ -175,9 +174,9 @@ def at_opset(form: Form, opset: int, carried: Mapping[str, Any]) -> tuple[Form, 
     refers to a kernel attribute whose value in the call (``carried``) is the one absence
     means (not carried, or the op's default); a call asking for another value, or a
     literal one, is a problem: the form does not fit."""
-    import onnx
+    from ruleengine.graph import onnxlite
 
-    fn = onnx.FunctionProto()
+    fn = onnxlite.FunctionProto()
     fn.ParseFromString(form.function)
     problems: list[str] = []
     changed = False

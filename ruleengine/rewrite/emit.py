@@ -9,15 +9,17 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import onnx
-
+from ruleengine.graph import onnxlite
 from ruleengine.jsontext import INDENT_LIMIT_BYTES, json_bytes  # noqa: F401 - re-exported
 from ruleengine.rewrite.model import PLAN_SCHEMA_VERSION
 from ruleengine.rewrite.plan import safe_relpath
 from ruleengine.rewrite.weights import Placement
 from ruleengine.rewrite.writer import output_error
+
+if TYPE_CHECKING:
+    import onnx
 
 # Protobuf cannot serialise 2 GiB; leave headroom for the graph around the weights.
 INLINE_LIMIT_BYTES = 1_800_000_000
@@ -37,7 +39,7 @@ def serialize_model(
     moved = {p.location: p.new_location for p in placements if p.location != p.new_location}
     if not moved and model.ByteSize() < INLINE_LIMIT_BYTES:  # as it is: no copy needed
         return {name: model.SerializeToString()}
-    copy = onnx.ModelProto()
+    copy = onnxlite.ModelProto()
     copy.CopyFrom(model)
     rewrite_locations(copy, moved)
     if copy.ByteSize() < INLINE_LIMIT_BYTES:

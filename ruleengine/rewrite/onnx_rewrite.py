@@ -14,23 +14,24 @@ from __future__ import annotations
 import heapq
 import json
 from collections.abc import Collection, Mapping, Sequence
-from typing import Any
-
-import onnx
-from onnx import helper
+from typing import TYPE_CHECKING, Any
 
 from ruleengine import __version__
 from ruleengine.errors import AutofusionError
+from ruleengine.graph import onnxlite
 from ruleengine.graph.model import Graph
 from ruleengine.rewrite.model import FUSED_DOMAIN, FusedGroup
 from ruleengine.rewrite.static_shapes import fold_static_shapes
 
+if TYPE_CHECKING:
+    import onnx
+
 MIN_IR_VERSION = 10  # function overloads and node metadata_props need IR 10
 _FLOAT_TYPES = {
-    onnx.TensorProto.FLOAT,
-    onnx.TensorProto.FLOAT16,
-    onnx.TensorProto.BFLOAT16,
-    onnx.TensorProto.DOUBLE,
+    onnxlite.TensorProto.FLOAT,
+    onnxlite.TensorProto.FLOAT16,
+    onnxlite.TensorProto.BFLOAT16,
+    onnxlite.TensorProto.DOUBLE,
 }
 
 
@@ -77,7 +78,8 @@ def node_index(model: onnx.ModelProto, graph: Graph) -> dict[str, int]:
 
 def _has_subgraph(node: onnx.NodeProto) -> bool:
     return any(
-        a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS) for a in node.attribute
+        a.type in (onnxlite.AttributeProto.GRAPH, onnxlite.AttributeProto.GRAPHS)
+        for a in node.attribute
     )
 
 
@@ -117,7 +119,7 @@ def _build_body(
     body: list[onnx.NodeProto] = []
     internal = 0
     for k, proto in enumerate(protos):
-        node = onnx.NodeProto()
+        node = onnxlite.NodeProto()
         node.CopyFrom(proto)
         node.name = f"n{k}"
         node.doc_string = ""
@@ -137,7 +139,7 @@ def _build_body(
             for i, t in enumerate(node.output):
                 if t == target:
                     node.output[i] = f"{target}_uncorrupted"
-        body.append(helper.make_node("Neg", [f"{target}_uncorrupted"], [target], name="corrupt"))
+        body.append(onnxlite.make_node("Neg", [f"{target}_uncorrupted"], [target], name="corrupt"))
     return body
 
 
@@ -185,7 +187,7 @@ def _body_from_key(key: tuple) -> list[onnx.NodeProto]:
     the same nodes, field for field."""
     body = []
     for k, (rest, ins, outs) in enumerate(key[1:]):
-        node = onnx.NodeProto()
+        node = onnxlite.NodeProto()
         node.ParseFromString(rest)
         node.input.extend(ins)
         node.output.extend(outs)
@@ -221,7 +223,7 @@ def rewrite_model(
     if in_place:
         out = model
     else:
-        out = onnx.ModelProto()
+        out = onnxlite.ModelProto()
         out.CopyFrom(model)
     if not out.graph.name:  # onnx.checker requires one; onnxruntime and exporters do not
         out.graph.name = UNNAMED_GRAPH
@@ -300,8 +302,8 @@ def rewrite_model(
                 else:
                     body = _body_from_key(seen)
                 body_domains = sorted({n.domain for n in body})
-                body_opsets = [helper.make_opsetid(d, opsets.get(d, 1)) for d in body_domains]
-                key_fn = helper.make_function(
+                body_opsets = [onnxlite.make_opsetid(d, opsets.get(d, 1)) for d in body_domains]
+                key_fn = onnxlite.make_function(
                     domain,
                     group.target_op,
                     [f"x{i}" for i in range(len(group.inputs))],
@@ -336,7 +338,7 @@ def rewrite_model(
         while name in used_names:
             name += "_"
         used_names.add(name)
-        node = helper.make_node(
+        node = onnxlite.make_node(
             group.target_op, node_inputs, node_outputs, name=name, domain=domain, **node_attrs
         )
         node.overload = fn.overload
@@ -375,7 +377,7 @@ def rewrite_model(
     g.value_info.extend(survivors)
     out.functions.extend(functions.values())
     if domain not in opsets:
-        out.opset_import.append(helper.make_opsetid(domain, 1))
+        out.opset_import.append(onnxlite.make_opsetid(domain, 1))
     out.ir_version = max(out.ir_version, MIN_IR_VERSION)
     _set_model_meta(out, "autofusion.version", __version__)
     _set_model_meta(out, "autofusion.groups", str(len(groups)))
@@ -394,7 +396,7 @@ def _kernel_function(
     call: Any, opsets: Mapping[str, int], domain: str, corrupt: str | None
 ) -> onnx.FunctionProto:
     """The catalog form as this model's function: its opsets, and (test hook) corrupted."""
-    fn = onnx.FunctionProto()
+    fn = onnxlite.FunctionProto()
     fn.ParseFromString(call.form.function)
     fn.domain = domain
     version = max(opsets.get("", opsets.get("ai.onnx", 17)), 1)
@@ -406,14 +408,16 @@ def _kernel_function(
             if n.op_type == "CastLike" and n.domain in ("", "ai.onnx"):
                 n.op_type = "Cast"
                 del n.input[1:]
-                n.attribute.append(helper.make_attribute("to", call.float_type))
+                n.attribute.append(onnxlite.make_attribute("to", call.float_type))
     if corrupt is not None and corrupt in call.outputs:
         target = fn.output[list(call.outputs).index(corrupt)]
         for n in fn.node:
             for i, t in enumerate(n.output):
                 if t == target:
                     n.output[i] = f"{target}_uncorrupted"
-        fn.node.append(helper.make_node("Neg", [f"{target}_uncorrupted"], [target], name="corrupt"))
+        fn.node.append(
+            onnxlite.make_node("Neg", [f"{target}_uncorrupted"], [target], name="corrupt")
+        )
     return fn
 
 

@@ -14,12 +14,15 @@ Each such Shape/Size becomes a ``Constant`` with the same output name and the st
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING
 
 import numpy as np
-import onnx
-from onnx import helper, numpy_helper
 
+from ruleengine.graph import onnxlite
 from ruleengine.graph.model import Graph
+
+if TYPE_CHECKING:
+    import onnx
 
 _SHAPE_READERS = frozenset({"Shape", "Size"})
 
@@ -69,12 +72,12 @@ def fold_static_shapes(
         if shape is None or not all(isinstance(d, int) for d in shape):
             continue
         proto = g.node[positions[node.name]]
-        constant = helper.make_node(
+        constant = onnxlite.make_node(
             "Constant",
             [],
             list(proto.output),
             name=proto.name,
-            value=numpy_helper.from_array(_value(proto, tuple(shape)), f"{proto.output[0]}_value"),
+            value=onnxlite.from_array(_value(proto, tuple(shape)), f"{proto.output[0]}_value"),
         )
         proto.CopyFrom(constant)
         folded += 1

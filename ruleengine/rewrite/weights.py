@@ -26,10 +26,15 @@ import os
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
+from typing import TYPE_CHECKING
 
 import numpy as np
-import onnx
-from onnx import TensorProto
+
+from ruleengine.graph import onnxlite
+from ruleengine.graph.onnxlite import TensorProto
+
+if TYPE_CHECKING:
+    import onnx
 
 # Inline tensors at least this large move to the fused model's own data file when the
 # fused model would not fit one protobuf message (they were inline in the input, so their
@@ -121,7 +126,7 @@ def external_info(t: TensorProto) -> tuple[str, int, int | None]:
 def tensor_nbytes(t: TensorProto) -> int:
     """Bytes of a tensor's values from its header (dims and dtype), never its data."""
     try:
-        itemsize = onnx.helper.tensor_dtype_to_np_dtype(t.data_type).itemsize
+        itemsize = onnxlite.np_dtype(t.data_type).itemsize
     except Exception:  # noqa: BLE001 - exotic types (4-bit, strings): count one byte
         itemsize = 1
     return int(np.prod([int(d) for d in t.dims], dtype=np.int64)) * itemsize
@@ -157,7 +162,7 @@ def tensor_array(t: TensorProto, model_dir: Path) -> np.ndarray:
     if not is_external(t):
         return numpy_helper.to_array(t)
     location, offset, _ = external_info(t)
-    dtype = onnx.helper.tensor_dtype_to_np_dtype(t.data_type)
+    dtype = onnxlite.np_dtype(t.data_type)
     shape = tuple(int(d) for d in t.dims)
     if int(np.prod(shape, dtype=np.int64)) == 0:
         return np.zeros(shape, dtype=dtype)
@@ -334,7 +339,7 @@ def checkable(model: onnx.ModelProto, limit: int) -> onnx.ModelProto:
     strip_all = model.ByteSize() >= limit
     if not strip_all and not any(is_external(t) for t in model.graph.initializer):
         return model
-    out = onnx.ModelProto()
+    out = onnxlite.ModelProto()
     out.CopyFrom(model)
     g = out.graph
     inputs = {i.name for i in g.input}
@@ -342,9 +347,7 @@ def checkable(model: onnx.ModelProto, limit: int) -> onnx.ModelProto:
     for t in g.initializer:
         if strip_all or is_external(t):
             if t.name not in inputs:
-                g.input.append(
-                    onnx.helper.make_tensor_value_info(t.name, t.data_type, list(t.dims))
-                )
+                g.input.append(onnxlite.make_tensor_value_info(t.name, t.data_type, list(t.dims)))
         else:
             kept.append(t)
     if len(kept) != len(g.initializer):

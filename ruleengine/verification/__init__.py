@@ -18,15 +18,17 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-
-import onnx
+from typing import TYPE_CHECKING
 
 from ruleengine.diagnostics.model import Diagnostic, Location, Severity
 from ruleengine.errors import AutofusionError, UsageError
 from ruleengine.graph.model import Graph
 from ruleengine.rewrite.model import FusedGroup, GroupCheck, Verification
 from ruleengine.rewrite.weights import WeightSurvey, external_buffers
-from ruleengine.verification import memory, numerics
+from ruleengine.verification import memory
+
+if TYPE_CHECKING:
+    import onnx
 
 MODES = ("auto", "whole", "per-group")
 
@@ -130,6 +132,8 @@ def verify_fused(
     ``unbound`` groups do not fit their kernel's contract: they fail in either mode
     (safe mode drops them first, found by "contract").
     """
+    from ruleengine.verification import numerics  # onnx and onnxruntime: only when verifying
+
     if inputs is not None:
         feeds = numerics.load_inputs(inputs, original)
         source = Path(inputs).name
@@ -274,6 +278,8 @@ def _whole(
     safe: bool,
     progress: Callable[[str], None] | None,
 ) -> VerifyOutcome:
+    from ruleengine.verification import numerics
+
     external = external_buffers(weights)
     try:
         reference = numerics.run_model(path, feeds)
