@@ -24,7 +24,7 @@ from ruleengine.errors import GraphLoadError
 from ruleengine.graph import onnxlite
 from ruleengine.graph.model import Graph, Node, Tensor
 from ruleengine.graph.onnxlite import AttributeProto, GraphProto, ModelProto, TensorProto
-from ruleengine.graph.propagate import TypeReader, resolve_shapes
+from ruleengine.graph.propagate import PendingShapes, TypeReader
 from ruleengine.runtime import paused_gc, release_memory
 
 if TYPE_CHECKING:
@@ -212,18 +212,28 @@ def _show_shape(shape: tuple) -> str:
     return "[" + ", ".join("?" if d is None else str(d) for d in shape) + "]"
 
 
-def _infer(
-    model: onnx.ModelProto,
-    where: str,
-    opset: int,
-    folder: Path | None = None,
-    reader: TypeReader | None = None,
-) -> tuple[dict[str, tuple[int, tuple | None]], tuple[Diagnostic, ...]]:
-    """Shapes of every tensor (``propagate.resolve_shapes``); ``model``'s declared
-    value_info has been taken out (exporters often leave ``unk__`` symbols there) and is
-    merged back in ``graph_from_model``. On failure, keep what is declared."""
+def _start_infer(
+    model: onnx.ModelProto, opset: int, folder: Path | None, reader: TypeReader
+) -> PendingShapes | Exception:
+    """``propagate.resolve_shapes`` begun (ONNX's inference runs in a thread while the
+    nodes are read), or why it could not begin (``_infer`` reports it)."""
     try:
-        return resolve_shapes(model, opset, folder=folder, reader=reader), ()
+        return PendingShapes(model, opset, folder, reader)
+    except Exception as exc:  # noqa: BLE001 - reported by _infer
+        return exc
+
+
+def _infer(
+    pending: PendingShapes | Exception, where: str
+) -> tuple[dict[str, tuple[int, tuple | None]], tuple[Diagnostic, ...]]:
+    """Shapes of every tensor (``propagate.resolve_shapes``, begun by ``_start_infer``);
+    the model's declared value_info has been taken out (exporters often leave ``unk__``
+    symbols there) and is merged back in ``graph_from_model``. On failure, keep what is
+    declared."""
+    try:
+        if isinstance(pending, Exception):
+            raise pending
+        return pending.result(), ()
     except Exception as exc:  # noqa: BLE001 - keep what the model declares
         last = exc
     msg = (
@@ -524,29 +534,27 @@ def _build(
             types[vi.name] = (_dtype_name(got[0]), got[1])
     del g.value_info[:]  # inferred afresh; merged back below where they know more
     folder = None if where.startswith("<") else Path(where).resolve().parent
-    inferred, warnings = _infer(model_copy, where, opset, folder, reader)
-    release_memory()  # the inferred copy and ONNX's C++ model are gone: return their pages
-    warnings = pre_warn + warnings
-    for name, (elem, shape) in inferred.items():
-        old = types.get(name)
-        if old is None:
-            types[name] = (_dtype_name(elem), shape)
-        else:
-            types[name] = (_dtype_name(elem) or old[0], _better(shape, old[1]))
+    # ONNX's inference runs beside the reading of the nodes below; its types are merged
+    # (then the initializers', the truth) once the nodes are read
+    pending = _start_infer(model_copy, opset, folder, reader)
     init_names: set[str] = set()
+    init_types: dict[str, tuple[str | None, tuple]] = {}
     const_values: dict[str, tuple] = {}
     for init in g.initializer:
         name = init.name
         init_names.add(name)
         init_dims = tuple(init.dims)
-        types[name] = (_dtype_name(init.data_type), init_dims)
+        init_types[name] = (_dtype_name(init.data_type), init_dims)
         if math.prod(init_dims) <= SMALL_CONST_NUMEL:  # else _small_array is None
             arr = _small_array(init)
             if arr is not None:
                 const_values[name] = tuple(_py(arr))
     for sp in g.sparse_initializer:
         init_names.add(sp.values.name)
-        types[sp.values.name] = (_dtype_name(sp.values.data_type), tuple(int(d) for d in sp.dims))
+        init_types[sp.values.name] = (
+            _dtype_name(sp.values.data_type),
+            tuple(int(d) for d in sp.dims),
+        )
     graph_inputs = tuple(i.name for i in g.input if i.name not in init_names)
     graph_outputs = tuple(o.name for o in g.output)
 
@@ -562,8 +570,9 @@ def _build(
     # Nodes sharing a name are never fused: the plan and the fused model name nodes by
     # their name in the model, and a made-up one (name__2) would point at nothing.
     shared = {old for old, _ in renamed}
+    renamed_warnings: tuple[Diagnostic, ...] = ()
     for old, new in renamed:
-        warnings += (
+        renamed_warnings += (
             _diag(
                 "duplicate-node",
                 f"node name {old!r} is used by more than one node (the later one is "
@@ -667,6 +676,19 @@ def _build(
             "ONNX graphs must be acyclic; re-export the model",
         )
     topo = {i: k for k, i in enumerate(order)}
+
+    inferred, infer_warnings = _infer(pending, where)
+    del pending
+    release_memory()  # the inferred copy and ONNX's C++ model are gone: return their pages
+    warnings = pre_warn + infer_warnings + renamed_warnings
+    for name, (elem, shape) in inferred.items():
+        old = types.get(name)
+        if old is None:
+            types[name] = (_dtype_name(elem), shape)
+        else:
+            types[name] = (_dtype_name(elem) or old[0], _better(shape, old[1]))
+    del inferred
+    types.update(init_types)
 
     # Constant node outputs are constants too (with small values kept).
     const_nodes: set[str] = set()

@@ -254,6 +254,12 @@ def infer_shapes(model: Any, data_prop: bool = False) -> Any:
     return parse_model(out)
 
 
+def infer_shapes_bytes(data: bytes, data_prop: bool = False) -> bytes:
+    """``infer_shapes`` on a serialized model, giving the inferred model's bytes (the C++
+    call runs without the GIL: a thread may run it beside Python work)."""
+    return _C.shape_inference.infer_shapes(data, False, False, data_prop)
+
+
 def all_schemas_with_history() -> list[Any]:
     """``onnx.defs.get_all_schemas_with_history``."""
     return list(_C.defs.get_all_schemas_with_history())

@@ -369,14 +369,6 @@ def _symbolic_inputs(model: onnx.ModelProto, reader: TypeReader | None = None) -
     return False
 
 
-def infer(model: onnx.ModelProto, reader: TypeReader | None = None) -> onnx.ModelProto:
-    """ONNX shape inference. Data propagation (symbolic dims carried through Shape ->
-    Gather -> Concat) is used only when a graph input has a symbolic dim: the value pass
-    below covers static inputs, and data propagation peaks at several times the graph's
-    memory on LLM-size models (docs/shapes.md)."""
-    return onnxlite.infer_shapes(model, data_prop=_symbolic_inputs(model, reader))
-
-
 class TypeReader:
     """``(elem_type, type_shape)`` of TypeProtos, converted once per distinct type: a
     stack of identical layers has a handful of distinct types for 10^5 tensors, and one
@@ -411,15 +403,13 @@ def _external_ints(model: onnx.ModelProto, folder: Path | None) -> dict[int, Val
     return out
 
 
-def _infer_with_values(
-    model: onnx.ModelProto, inline: Mapping[int, Value], reader: TypeReader | None = None
-) -> onnx.ModelProto:
-    """``infer`` with the ``inline`` initializers' values written into them for the
-    duration of the call (then restored: ``model`` is left as it was), so ONNX's
-    whole-graph inference reads shape vectors kept in external data itself instead of
-    leaving every tensor after the first Reshape to the per-node pass."""
+def _serialized_with_values(model: onnx.ModelProto, inline: Mapping[int, Value]) -> bytes:
+    """The model's bytes with the ``inline`` initializers' values written into them
+    (``model`` is left as it was), so ONNX's whole-graph inference reads shape vectors
+    kept in external data itself instead of leaving every tensor after the first
+    Reshape to the per-node pass."""
     if not inline:
-        return infer(model, reader)
+        return model.SerializeToString()
     inits = model.graph.initializer
     saved: dict[int, TensorProto] = {}
     try:
@@ -427,10 +417,56 @@ def _infer_with_values(
             saved[k] = TensorProto()
             saved[k].CopyFrom(inits[k])
             inits[k].CopyFrom(onnxlite.from_array(np.asarray(v), inits[k].name))
-        return infer(model, reader)
+        return model.SerializeToString()
     finally:
         for k, tp in saved.items():
             inits[k].CopyFrom(tp)
+
+
+class PendingShapes:
+    """``resolve_shapes`` begun: ONNX's whole-graph inference runs in a thread on the
+    model's bytes (C++, without the GIL) while the caller reads the graph's nodes;
+    ``result`` waits for it and does the rest. The model is serialized before the thread
+    starts, so the thread never touches a message the caller reads."""
+
+    def __init__(
+        self,
+        model: onnx.ModelProto,
+        opset: int,
+        folder: Path | None = None,
+        reader: TypeReader | None = None,
+    ) -> None:
+        import threading
+
+        self._reader = reader = reader or TypeReader()
+        self._opset, self._folder = opset, folder
+        self._imports = list(model.opset_import)
+        data = _serialized_with_values(model, _external_ints(model, folder))
+        # Data propagation (symbolic dims carried through Shape -> Gather -> Concat) only
+        # when a graph input has a symbolic dim: the value pass of ``_resolved`` covers
+        # static inputs, and data propagation peaks at several times the graph's memory
+        # on LLM-size models (docs/shapes.md).
+        data_prop = _symbolic_inputs(model, reader)
+        self._out: list[Any] = []
+
+        def run() -> None:
+            try:
+                self._out.append(onnxlite.infer_shapes_bytes(data, data_prop))
+            except BaseException as exc:  # noqa: BLE001 - raised again by result()
+                self._out.append(exc)
+
+        self._thread = threading.Thread(target=run, name="shape-inference", daemon=True)
+        self._thread.start()
+
+    def result(self, stats: dict[str, Any] | None = None) -> dict[str, tuple[int, tuple | None]]:
+        """What ``resolve_shapes`` returns (raises what the inference raised)."""
+        self._thread.join()
+        got = self._out.pop()
+        if isinstance(got, BaseException):
+            raise got
+        return _resolved(
+            onnxlite.parse_model(got), self._imports, self._opset, stats, self._folder, self._reader
+        )
 
 
 def resolve_shapes(
@@ -445,9 +481,18 @@ def resolve_shapes(
     and re-infers each such node with ONNX's per-node inference given those values.
     ``model`` has no value_info and is not modified. Returns name -> (ONNX element type,
     shape as ``type_shape`` gives it)."""
-    reader = reader or TypeReader()
-    external = _external_ints(model, folder)
-    inferred = _infer_with_values(model, external, reader)
+    return PendingShapes(model, opset, folder, reader).result(stats)
+
+
+def _resolved(
+    inferred: onnx.ModelProto,
+    imports: list[onnx.OperatorSetIdProto],
+    opset: int,
+    stats: dict[str, Any] | None,
+    folder: Path | None,
+    reader: TypeReader,
+) -> dict[str, tuple[int, tuple | None]]:
+    """``resolve_shapes`` after ONNX's whole-graph inference gave ``inferred``."""
     g = inferred.graph
     declared = (*g.input, *g.value_info, *g.output)
     out: dict[str, tuple[int, tuple | None]] = {}
@@ -478,7 +523,6 @@ def resolve_shapes(
             if v is not None:
                 values[init.name] = v
         protos: dict[str, TensorProto] = {}
-        imports = list(model.opset_import)
         for node in g.node:
             if node.domain not in ("", "ai.onnx") or not node.output:
                 continue
