@@ -46,6 +46,13 @@ def node_index(model: onnx.ModelProto, graph: Graph) -> dict[str, int]:
     generate names for unnamed nodes; without a position, nodes are matched by their output
     tensors (unique in SSA form) and by name only as a fallback.
     """
+    return _node_index(model, graph)[0]
+
+
+def _node_index(
+    model: onnx.ModelProto, graph: Graph
+) -> tuple[dict[str, int], list[tuple[str, ...]]]:
+    """``node_index``, and every NodeProto's outputs by position (read once here)."""
     protos = model.graph.node
     outs = [tuple(n.output) for n in protos]  # protobuf fields read once per node
     count = len(outs)
@@ -58,7 +65,7 @@ def node_index(model: onnx.ModelProto, graph: Graph) -> dict[str, int]:
         else:
             unplaced.append(node)
     if not unplaced:
-        return index
+        return index, outs
     by_output: dict[str, int] = {}
     by_name: dict[str, int] = {}
     for i, n in enumerate(protos):
@@ -73,7 +80,7 @@ def node_index(model: onnx.ModelProto, graph: Graph) -> dict[str, int]:
             pos = by_name.get(node.name)
         if pos is not None:
             index[node.name] = pos
-    return index
+    return index, outs
 
 
 def _has_subgraph(node: onnx.NodeProto) -> bool:
@@ -84,9 +91,7 @@ def _has_subgraph(node: onnx.NodeProto) -> bool:
 
 
 def _meta(node: onnx.NodeProto, key: str, value: str) -> None:
-    entry = node.metadata_props.add()
-    entry.key = key
-    entry.value = value
+    node.metadata_props.add(key=key, value=value)
 
 
 def _float_outputs(model: onnx.ModelProto) -> dict[str, int]:
@@ -149,25 +154,31 @@ _RENAMED = ("input", "output", "name", "doc_string", "metadata_props")
 
 
 def _body_key(
-    protos: Sequence[onnx.NodeProto], inputs: Sequence[str], outputs: Sequence[str]
+    protos: Sequence[onnx.NodeProto],
+    inputs: Sequence[str],
+    outputs: Sequence[str],
+    node_outputs: Sequence[Sequence[str]] | None = None,
 ) -> tuple | None:
     """What ``_build_body`` and the function around it make of a group, as a key: two
     groups with equal keys get byte-identical functions. Per node: its tensors renamed as
     ``_build_body`` renames them, and the bytes of every other field, read by clearing
     the renamed ones *in place*: the caller's nodes are leaving the model. None (nothing
-    cleared) when a name does not resolve: the plain path then raises as before."""
+    cleared) when a name does not resolve: the plain path then raises as before.
+    ``node_outputs``: each proto's outputs, when the caller has read them."""
     rename: dict[str, str] = {"": ""}
     rename.update({t: f"x{i}" for i, t in enumerate(inputs)})
     rename.update({t: f"y{i}" for i, t in enumerate(outputs)})
     renamed: list[tuple[tuple[str, ...], tuple[str, ...]]] = []
     internal = 0
-    for proto in protos:
+    if node_outputs is None:
+        node_outputs = [p.output for p in protos]
+    for proto, made in zip(protos, node_outputs, strict=True):
         try:
             ins = tuple([rename[t] for t in proto.input])
         except KeyError:
             return None
         outs = []
-        for t in proto.output:
+        for t in made:
             got = rename.get(t)
             if got is None:
                 got = rename[t] = f"t{internal}"
@@ -176,8 +187,9 @@ def _body_key(
         renamed.append((ins, tuple(outs)))
     parts: list[tuple] = [(len(inputs), len(outputs))]
     for proto, (ins, outs) in zip(protos, renamed, strict=True):
+        clear = proto.ClearField
         for f in _RENAMED:
-            proto.ClearField(f)
+            clear(f)
         parts.append((proto.SerializeToString(), ins, outs))
     return tuple(parts)
 
@@ -230,14 +242,14 @@ def rewrite_model(
     if not groups:
         return out
     g = out.graph
-    positions = node_index(model, graph)
+    positions, outs = _node_index(model, graph)
     # a Shape of a static tensor made inside a group would close a cycle: fold it
     fold_static_shapes(g, graph, (group.nodes for group in groups), positions)
     opsets = {o.domain: o.version for o in model.opset_import}
     # A model fused before already has the domain and some functions: keep them, and
     # give new functions overloads that do not collide with the existing ones.
     existing = {(f.domain, f.name, f.overload) for f in model.functions}
-    types = _float_outputs(model)
+    types: dict[str, int] | None = None  # element types, read for corrupt_rules only
     taken: dict[int, int] = {}  # proto position -> group id
     fused_nodes: list[tuple[int, onnx.NodeProto]] = []
     functions: dict[tuple[str, bytes], onnx.FunctionProto] = {}
@@ -263,12 +275,12 @@ def rewrite_model(
                     f"node {g.node[p].name or p} is in groups {taken[p]} and {group.id}"
                 )
             taken[p] = group.id
-        protos = [g.node[p] for p in sorted(pos)]
         if any(_has_subgraph(g.node[positions[n]]) for n in group.nodes if n in opaque):
             raise RewriteError(f"group {group.id} ({group.rule}) contains a control-flow node")
-        produced = {t for p in protos for t in p.output}
+        produced = {t for p in pos for t in outs[p]}
         corrupt = None
         if group.rule in corrupt_rules:
+            types = _float_outputs(model) if types is None else types
             corrupt = next((o for o in group.outputs if _is_float(graph, types, o)), None)
         call = (calls or {}).get(group.id)
         key_fn = None  # built only for a function not seen yet (``made``: its key)
@@ -294,7 +306,13 @@ def rewrite_model(
             )
         else:
             # the group's nodes leave the model: their keys are taken from them in place
-            seen = _body_key(protos, group.inputs, group.outputs) if corrupt is None else None
+            order = sorted(pos)
+            protos = [g.node[p] for p in order]
+            seen = (
+                _body_key(protos, group.inputs, group.outputs, [outs[p] for p in order])
+                if corrupt is None
+                else None
+            )
             key = made.get((group.target_op, seen)) if seen is not None else None
             if key is None:
                 if seen is None:
@@ -361,15 +379,21 @@ def rewrite_model(
         fused_nodes.append((min(pos), node))
         removed_tensors |= produced - set(group.outputs)
 
-    kept = [(i, n) for i, n in enumerate(g.node) if i not in taken]
-    still_read = set().union(*(_reads(n) for _, n in kept)) | {o.name for o in g.output}
+    kept = [(i, g.node[i]) for i in range(len(outs)) if i not in taken]
+    reads = [_reads(n) for _, n in kept]
+    still_read = set().union(*reads) | {o.name for o in g.output}
     leaked = sorted(removed_tensors & still_read)
     if leaked:
         raise RewriteError(
             f"fused groups hide tensors still read outside them: {', '.join(leaked[:5])}"
         )
     available = {i.name for i in g.input} | {t.name for t in g.initializer}
-    ordered = _toposort(kept + fused_nodes, available)
+    ordered = _toposort(
+        kept + fused_nodes,
+        available,
+        reads + [_reads(n) for _, n in fused_nodes],
+        [outs[i] for i, _ in kept] + [tuple(n.output) for _, n in fused_nodes],
+    )
     del g.node[:]
     g.node.extend(ordered)
     survivors = [vi for vi in g.value_info if vi.name not in removed_tensors]
@@ -432,19 +456,26 @@ def _set_model_meta(model: onnx.ModelProto, key: str, value: str) -> None:
 
 
 def _toposort(
-    items: Sequence[tuple[int, onnx.NodeProto]], available: set[str]
+    items: Sequence[tuple[int, onnx.NodeProto]],
+    available: set[str],
+    reads: Sequence[set[str]] | None = None,
+    outputs: Sequence[Sequence[str]] | None = None,
 ) -> list[onnx.NodeProto]:
     """Stable topological order: among ready nodes, the one first in the original order.
+    ``reads`` and ``outputs``: each item's ``_reads`` and outputs, when the caller has them.
 
     When the items sorted by their original positions are an order already (every node
     reads only what earlier ones make: the common case, fused nodes sit where their
     group began), that order is the answer, found in one pass; the heap otherwise."""
+    if outputs is None:
+        outputs = [node.output for _, node in items]
     producer: dict[str, int] = {}
-    for k, (_, node) in enumerate(items):
-        for t in node.output:
+    for k, outs in enumerate(outputs):
+        for t in outs:
             if t:
                 producer[t] = k
-    reads = [_reads(node) for _, node in items]
+    if reads is None:
+        reads = [_reads(node) for _, node in items]
     ranks = sorted(range(len(items)), key=lambda k: items[k][0])
     rank = [0] * len(items)
     for r, k in enumerate(ranks):

@@ -56,15 +56,15 @@ def fold_static_shapes(
     inside: set[str] = set()
     for nodes in groups:
         inside.update(nodes)
-    made = {t for n in inside for t in graph.node(n).outputs if t}
     folded = 0
     for node in graph.nodes:
+        if node.op_type not in _SHAPE_READERS or node.domain not in ("", "ai.onnx"):
+            continue
+        read = graph.tensors.get(node.inputs[0]) if node.inputs and node.inputs[0] else None
         if (
-            node.name in inside
-            or node.op_type not in _SHAPE_READERS
-            or node.domain not in ("", "ai.onnx")
-            or not node.inputs
-            or node.inputs[0] not in made
+            read is None
+            or read.producer not in inside  # made inside a group (one producer per tensor)
+            or node.name in inside
             or node.name not in positions
         ):
             continue
