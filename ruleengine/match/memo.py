@@ -544,18 +544,32 @@ class _Translated(Candidate):
     ``_v`` the member it is translated onto."""
 
     __slots__ = ("_o", "_v", "_spelled")
+    # ``nodes`` reads the ``_nodes`` slot (always set here) directly, not through the
+    # base class's property: every stage reads it, 10^6 times on a stack
+    nodes = Candidate._nodes  # type: ignore[assignment]
 
     def __init__(self, graph: Graph, names: Sequence[str], key: tuple, o: _Outcome, v: int):
         o.site = (graph, names)
-        _fill(self, key, o, v)
+        put = object.__setattr__
+        put(self, "rule", key[0])
+        put(self, "alternative", key[2])
+        put(self, "_nodes", key[1])
+        put(self, "_o", o)
+        put(self, "_v", v)
 
     @classmethod
     def make(cls, key: tuple, o: _Outcome, v: int) -> _Translated:
         """``_Translated(graph, names, key, o, v)`` made without ``__init__`` (one per
         translated record, 10^5 on a stack), for an outcome whose ``site`` is set. Its
-        node set is made when read, not kept (~1 KB a record)."""
+        node set is made when read, not kept (~1 KB a record); the key tuple is not kept
+        either (64 B a record): ``key`` makes it when read."""
         obj = object.__new__(cls)
-        _fill(obj, key, o, v)
+        put = object.__setattr__
+        put(obj, "rule", key[0])
+        put(obj, "alternative", key[2])
+        put(obj, "_nodes", key[1])
+        put(obj, "_o", o)
+        put(obj, "_v", v)
         return obj
 
     def _spell(self) -> tuple:
@@ -583,16 +597,6 @@ class _Translated(Candidate):
     @property  # type: ignore[override]
     def outputs(self) -> tuple[str, ...]:
         return self._spell()[2]
-
-
-def _fill(obj: _Translated, key: tuple, o: _Outcome, v: int) -> None:
-    # the key tuple itself is not kept (64 B a record): ``key`` makes it when read
-    put = object.__setattr__
-    put(obj, "rule", key[0])
-    put(obj, "alternative", key[2])
-    put(obj, "_nodes", key[1])
-    put(obj, "_o", o)
-    put(obj, "_v", v)
 
 
 def _reorder(row: tuple, groups: tuple[tuple[int, ...], ...]) -> tuple:
@@ -845,6 +849,7 @@ class _KeyRows:
         rank: np.ndarray,
         pos: Mapping[str, int],
         rule_rank: Mapping[str, int],
+        keep_keys: bool = False,
     ) -> None:
         n = len(keys)
         width = max(map(len, map(_SECOND, keys)), default=0)
@@ -874,6 +879,8 @@ class _KeyRows:
         # key order: rule, then the node ranks column by column, then the alternative
         columns = [alts, *(nodes[:, j] for j in range(width - 1, -1, -1)), self.rules]
         self.order = np.lexsort(columns) if n else np.zeros(0, dtype=np.int64)
+        # the key rows, for ``merge_points`` (when asked: transient memory, per rule)
+        self.keys, self.alts = (nodes.copy(), alts) if keep_keys else (None, None)
         # node sets: the ranks sorted, padding last
         nodes[nodes == 0] = _PAD_LAST
         nodes.sort(axis=1)
@@ -913,6 +920,23 @@ class _KeyRows:
         first = np.zeros(len(order), dtype=bool)
         first[np.unique(ids, return_index=True)[1]] = True
         return order[first].tolist()
+
+    def merge_points(self, mine: Sequence[int], other: _KeyRows, theirs: Sequence[int]) -> Any:
+        """For each key ``theirs[k]`` of ``other`` (same rule, ascending keys), how many
+        keys of ``mine`` (ascending) sort before it: where it falls among them. Every
+        key of both is distinct (a key is a candidate's or a near miss's, never both)."""
+        a, b = self.keys[mine], other.keys[theirs]
+        width = max(a.shape[1], b.shape[1])
+        rows = np.zeros((len(a) + len(b), width), dtype=np.int32)
+        rows[: len(a), : a.shape[1]] = a
+        rows[len(a) :, : b.shape[1]] = b
+        alts = np.concatenate((self.alts[mine], other.alts[theirs]))
+        order = np.lexsort([alts, *(rows[:, j] for j in range(width - 1, -1, -1))])
+        theirs_at = order >= len(a)
+        before = np.cumsum(~theirs_at)  # keys of ``mine`` up to each place in key order
+        out = np.empty(len(b), dtype=np.int64)
+        out[order[theirs_at] - len(a)] = before[theirs_at]
+        return out
 
 
 def _row_ids(rows: np.ndarray) -> np.ndarray:
@@ -1115,17 +1139,22 @@ def _match_window(
     # name order: each rule's rows are only as wide as its own keys
     won: list[tuple[tuple, tuple]] = []
     near_won: list[tuple] = []
+    # per rule's near misses: where they fall among the candidates (cost merges by it)
+    near_at: list[Any] = []
     for name in sorted(per_rule):
         c_keys, c_entries, n_keys, n_entries, rule, combos, plans = per_rule[name]
-        c_rows = _KeyRows(c_keys, c_entries, rank, pos, rule_rank)
-        won.extend((c_keys[i], c_entries[i]) for i in c_rows.first_per_set())
+        c_rows = _KeyRows(c_keys, c_entries, rank, pos, rule_rank, keep_keys=bool(n_keys))
+        c_won = c_rows.first_per_set()
+        before = len(won)
+        won.extend((c_keys[i], c_entries[i]) for i in c_won)
         if n_keys:
             codes = [e[4] if e[0] is None else e[0].code for e in n_entries]
-            n_rows = _KeyRows(n_keys, n_entries, rank, pos, rule_rank)
-            near_won.extend(
-                (n_keys[i], n_entries[i], rule, combos, plans)
-                for i in n_rows.first_per_set(codes, outside=c_rows)
-            )
+            n_rows = _KeyRows(n_keys, n_entries, rank, pos, rule_rank, keep_keys=True)
+            n_won = n_rows.first_per_set(codes, outside=c_rows)
+            near_won.extend((n_keys[i], n_entries[i], rule, combos, plans) for i in n_won)
+            near_at.append(before + c_rows.merge_points(c_won, n_rows, n_won))
+            del n_rows
+        del c_rows
     final_l: list[Candidate] = []
     site = (graph, label)  # where translated records spell their names
     origins: list[tuple[int, _Outcome, int]] = []
@@ -1175,6 +1204,7 @@ def _match_window(
             seconds=t4 - t0,
             facts=n_facts,
             twins=twins,
+            near_at=np.concatenate(near_at) if near_at else np.zeros(0, dtype=np.int64),
         ),
         redo,
     )

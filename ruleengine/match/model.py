@@ -162,3 +162,8 @@ class MatchResult:
     # whose whole index span is verified alike: costing may take the twin's numbers
     # (the memo gives a ``TwinMap``).
     twins: Mapping[int, tuple[int, int]] = field(default_factory=dict)
+    # Where the near misses fall among the candidates in key order, when the matcher
+    # knows it (``match.memo``: every key distinct): near miss k sorts right before
+    # candidate ``near_at[k]`` (an int array, ascending). Cost merges its records by it
+    # instead of sorting 10^5-10^6 of them by key; None: not known, sort.
+    near_at: Any = field(default=None, compare=False)

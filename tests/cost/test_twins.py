@@ -38,6 +38,22 @@ def test_twins_score_like_their_own_scoring(monkeypatch: pytest.MonkeyPatch) -> 
     assert {x.verdict for x in b} >= {"fuse", "duplicate"}
 
 
+def test_records_merged_by_near_at_equal_the_sort(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The near misses' records merged among the candidates' by ``MatchResult.near_at``
+    (no key read) come in the order sorting them all by (key, verdict) gives."""
+    monkeypatch.setattr(memo, "MAX_COVER", 1.0)
+    rs = load_rule_set([], preset="all")
+    rs = replace(rs, rules=tuple(r for r in rs.rules if r.name in RULES))
+    graph = graph_from_model(decoder_stack(6))
+    target = load_target("ascend910b")
+    found = find_candidates(graph, rs, memo=True)
+    assert found.near_misses and found.near_at is not None
+    merged = score_candidates(graph, found, rs, target)
+    by_sort = score_candidates(graph, replace(found, near_at=None), rs, target)
+    assert [_view(x) for x in merged] == [_view(x) for x in by_sort]
+    assert {x.verdict for x in merged} >= {"fuse", "intermediate_escapes"}
+
+
 def test_records_keep_no_dict_and_no_node_set(monkeypatch: pytest.MonkeyPatch) -> None:
     """Memory at LLM scale (issue 13): matching and costing records have slots, no
     ``__dict__``, and no node set or (translated) key tuple kept per record once

@@ -277,3 +277,42 @@ def test_twins_equal_the_per_candidate_reference(rule_set, monkeypatch) -> None:
     for m in (decoder_stack(30), _with_attribute_changed()):
         find_candidates(graph_from_model(m), rule_set, memo=True)
     assert len(calls) == 2 and all(calls)
+
+
+def test_merge_points_place_keys_like_tuples() -> None:
+    """Where one rule's near-miss keys fall among its candidate keys (``near_at``), as
+    rows of name ranks: the same as counting the smaller key tuples, with prefixes,
+    alternatives and names whose order differs from their position (l10 < l9)."""
+    import bisect
+    import random
+
+    rng = random.Random(11)
+    names = [f"l{i}_{op}" for i in range(12) for op in ("mm", "add")]
+    pos = {n: i for i, n in enumerate(names)}
+    rank = np.empty(len(names), dtype=np.int64)
+    rank[sorted(range(len(names)), key=names.__getitem__)] = np.arange(len(names))
+    pool = [n for n in names if n.startswith(("l1_", "l9_", "l10_"))]
+    keys: set[tuple] = set()
+    while len(keys) < 300:
+        keys.add(("r", tuple(rng.sample(pool, rng.randint(1, 4))), rng.randint(0, 1)))
+    keys_l = list(keys)
+    mine, theirs = keys_l[:200], keys_l[200:]  # distinct keys, as the memo's are
+    a = memo._KeyRows(mine, [(None,)] * len(mine), rank, pos, {"r": 0}, keep_keys=True)
+    b = memo._KeyRows(theirs, [(None,)] * len(theirs), rank, pos, {"r": 0}, keep_keys=True)
+    a_sel, b_sel = a.order.tolist(), b.order.tolist()
+    got = a.merge_points(a_sel, b, b_sel).tolist()
+    ordered = [mine[i] for i in a_sel]
+    assert got == [bisect.bisect_left(ordered, theirs[i]) for i in b_sel]
+    assert a.merge_points([], b, b_sel).tolist() == [0] * len(b_sel)
+
+
+def test_memo_result_says_where_near_misses_fall(rule_set) -> None:
+    """``MatchResult.near_at``: near miss k sorts right before candidate near_at[k]."""
+    import bisect
+
+    found = find_candidates(graph_from_model(decoder_stack(8)), rule_set, memo=True)
+    keys = [c.key for c in found.candidates]
+    assert found.near_misses and len(found.near_at) == len(found.near_misses)
+    assert found.near_at.tolist() == [
+        bisect.bisect_left(keys, n.candidate.key) for n in found.near_misses
+    ]
