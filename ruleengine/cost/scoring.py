@@ -913,5 +913,7 @@ def _merged(
     # candidate i: after itself and the near misses that sort before it
     perm[np.arange(n_c) + np.searchsorted(at, np.arange(n_c), "right")] = np.arange(n_c)
     perm[at + np.arange(n_n)] = np.arange(n_c, n_c + n_n)
-    both = scored + near
-    return tuple(map(both.__getitem__, perm.tolist()))
+    both = np.empty(n_c + n_n, dtype=object)  # (no int object per record, as tolist makes)
+    both[:n_c] = scored
+    both[n_c:] = near
+    return tuple(both[perm])

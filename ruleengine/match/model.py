@@ -163,7 +163,8 @@ class MatchResult:
     # (the memo gives a ``TwinMap``).
     twins: Mapping[int, tuple[int, int]] = field(default_factory=dict)
     # Where the near misses fall among the candidates in key order, when the matcher
-    # knows it (``match.memo``: every key distinct): near miss k sorts right before
-    # candidate ``near_at[k]`` (an int array, ascending). Cost merges its records by it
-    # instead of sorting 10^5-10^6 of them by key; None: not known, sort.
+    # knows it (``match.memo``: every key distinct, and no near miss has the rule and
+    # node set of a candidate): near miss k sorts right before candidate ``near_at[k]``
+    # (an int array, ascending). Cost merges its records by it and the plan counts
+    # matches by it instead of sorting or hashing 10^5-10^6 keys; None: not known.
     near_at: Any = field(default=None, compare=False)

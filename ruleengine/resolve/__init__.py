@@ -246,14 +246,29 @@ class _Components:
             return
         import numpy as np
 
-        elements = dict.fromkeys(chain.from_iterable(sets))
-        index = dict(zip(elements, range(n, n + len(elements)), strict=True))
         count = sum(map(len, sets))
-        dtype = np.int32 if n + len(elements) < 1 << 31 else np.int64
+        if position is not None:
+            # elements numbered by node position (one lookup per pair, no dict of names):
+            # which number an element gets changes no root (a member's is its least member)
+            at_all = np.fromiter(
+                map(position.__getitem__, chain.from_iterable(sets)), np.int32, count
+            )
+            used = np.zeros(int(at_all.max()) + 1, dtype=bool)
+            used[at_all] = True
+            where = np.flatnonzero(used)  # the element numbered n + k is at where[k]
+            n_elements = len(where)
+        else:
+            elements = dict.fromkeys(chain.from_iterable(sets))
+            index = dict(zip(elements, range(n, n + len(elements)), strict=True))
+            n_elements = len(elements)
+        dtype = np.int32 if n + n_elements < 1 << 31 else np.int64
         sizes = np.fromiter(map(len, sets), dtype, n)
         u = np.repeat(np.arange(n, dtype=dtype), sizes)
-        v = v_all = np.fromiter(map(index.__getitem__, chain.from_iterable(sets)), dtype, count)
-        parent = np.arange(n + len(elements), dtype=dtype)
+        if position is not None:
+            v = (np.cumsum(used, dtype=np.int64) - 1 + n).astype(dtype)[at_all]
+        else:
+            v = np.fromiter(map(index.__getitem__, chain.from_iterable(sets)), dtype, count)
+        parent = np.arange(n + n_elements, dtype=dtype)
         for _ in range(64):
             pu, pv = parent[u], parent[v]
             cross = pu != pv
@@ -276,8 +291,7 @@ class _Components:
         if position is not None:
             # each member's first and last node position and each component's node
             # positions (by its root here) for `spans`: numpy passes, no Python step per pair
-            where = np.fromiter(map(position.__getitem__, elements), np.int64, len(elements))
-            at = where[v_all - n]
+            at = at_all
             starts = np.r_[0, np.cumsum(sizes)[:-1]]
             self.first = np.minimum.reduceat(at, starts)
             self.last = np.maximum.reduceat(at, starts)

@@ -13,8 +13,8 @@ import math
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import replace
-from itertools import chain, groupby
-from operator import attrgetter, itemgetter
+from itertools import chain, compress, groupby, repeat
+from operator import attrgetter, is_not, itemgetter, ne
 from pathlib import PurePosixPath, PureWindowsPath
 from typing import Any, NoReturn
 
@@ -334,6 +334,17 @@ def match_counts(match: MatchResult) -> Counter[str]:
     """Per rule, how many distinct node tuples it matched (ATC's "match times"),
     candidates and near misses: the distinct (rule, node tuple) pairs, counted from the
     records' cached node tuples (no node set is made and kept per record: ~1 KB each)."""
+    if match.near_at is not None:
+        # the memo's records (``MatchResult.near_at``): candidates and near misses each
+        # in key order, so equal node tuples of a rule are neighbours, and no near miss
+        # has a candidate's; a pair counts where it differs from the one before it
+        counts: Counter[str] = Counter()
+        for records in (match.candidates, list(map(attrgetter("candidate"), match.near_misses))):
+            pairs = list(map(attrgetter("rule", "nodes"), records))
+            counts.update(
+                compress(map(itemgetter(0), pairs), chain((True,), map(ne, pairs[1:], pairs)))
+            )
+        return counts
     found = chain(match.candidates, map(attrgetter("candidate"), match.near_misses))
     distinct: dict[str, set[tuple[str, ...]]] = {}  # per rule, in first-seen order
     # records come in runs of one rule (sorted by key): one set update per run
@@ -366,7 +377,9 @@ class RejectedCandidates(Sequence[Rejection]):
         # One entry per rejection, in the order a stable sort ties them, kept as parallel
         # lists filled by C-level maps (10^5-10^6 entries): the record (with .candidate
         # and a .reason read when shown), its verdict, its code; fixed reasons by index.
-        src: list[Any] = [sc for sc in scored if sc.verdict is not Verdict.FUSE]
+        src: list[Any] = list(  # verdicts compared by C-level maps
+            compress(scored, map(is_not, map(attrgetter("verdict"), scored), repeat(Verdict.FUSE)))
+        )
         verdicts: list[str] = list(map(attrgetter("verdict"), src))  # StrEnum: == value
         codes: list[str] = list(map(attrgetter("code"), src))
         reasons: dict[int, str] = {}
