@@ -20,7 +20,8 @@ from ruleengine.match import find_candidates, memo
 from ruleengine.resolve import LostCandidates, _Components, resolve
 from ruleengine.resolve.greedy import greedy_order
 from ruleengine.resolve.lost import describe
-from ruleengine.rewrite.plan import RejectedCandidates, list_rejections
+from ruleengine.resolve.segments import spans as segment_spans
+from ruleengine.rewrite.plan import RejectedCandidates, list_rejections, match_counts
 from ruleengine.rules import load_rule_set
 from ruleengine.topology import Contraction
 
@@ -51,6 +52,17 @@ def test_components_match_a_union_per_pair() -> None:
         got = comps.groups()
         want = _plain_components(sets)
         assert got == want and list(got) == list(want)
+        # elements numbered by position (``position`` given): the same components,
+        # and the spans ``segments`` computes from the sets
+        position = {f"e{k}": (k * 7) % m for k in range(m)} if m % 7 else None
+        if position is not None and n:
+            by_pos = _Components(n)
+            by_pos.link_overlapping(sets, position)
+            assert by_pos.groups() == want
+            for members in want.values():
+                got_span = by_pos.spans(members, sets, position)
+                want_span = segment_spans(members, sets, position)
+                assert all((a == b).all() for a, b in zip(got_span, want_span, strict=True))
     # a long chain in shuffled order: many hooking rounds, one component
     chain = [frozenset({f"e{i}", f"e{i + 1}"}) for i in range(3000)]
     rng.shuffle(chain)
@@ -178,3 +190,13 @@ def test_cp_sat_model_written_directly_is_cp_models() -> None:
             b.objective,
             b.bound,
         )
+
+
+def test_match_counts_of_the_memo_equal_the_distinct_pairs(stack) -> None:
+    """The plan's per-rule match counts of the memo's records (neighbours in key order,
+    ``MatchResult.near_at`` set) equal the distinct (rule, node tuple) pairs counted."""
+    _graph, match, _scored = stack
+    assert match.near_at is not None and match.near_misses
+    fast = match_counts(match)
+    plain = match_counts(replace(match, near_at=None))
+    assert list(fast.items()) == list(plain.items()) and sum(fast.values()) > 0
