@@ -49,7 +49,7 @@ def analysed(path: Path, rule_dirs: list[str]):  # noqa: ANN201
     return coverage.measure(analysis.graph, groups).coverage, analysis
 
 
-def carry(drafts, other, analysis) -> dict:  # noqa: ANN001
+def carry(drafts, other, analysis, own_regions: bool = True) -> dict:  # noqa: ANN001
     """How the drafts of one export fare on another (``analysis``: bundled + drafts):
     their matches there, viable, chosen; the other export's own regions (what its own
     suggest drafts) matched exactly or overlapped by a match; and, per viable match not
@@ -70,10 +70,10 @@ def carry(drafts, other, analysis) -> dict:  # noqa: ANN001
             if c.cost is not None and c.candidate.node_set & sc.candidate.node_set
         )
         outbid += rival >= sc.cost.net_bytes
-    own = drafted(other)
+    own = drafted(other) if own_regions else None  # (suggest on it: only where used)
     regions = {
         frozenset(i.region.nodes)
-        for d in own.rules
+        for d in (own.rules if own else ())
         for i in d.cluster.instances
         if i.model == other.name
     }
@@ -253,11 +253,17 @@ def drafted(path: Path):  # noqa: ANN201
     return _DRAFTS[path]
 
 
-def own(models: list[Path]) -> list[dict]:
+def own(models: list[Path], done: dict[str, dict] | None = None) -> list[dict]:
+    """One row per model; ``done``: rows of an earlier run cut short (``--resume``), kept
+    as they are (the same code measures the same figures: partition solves stop on
+    deterministic time)."""
     from ruleengine.cli.suggest import meets_bar
 
     rows = []
     for path in models:
+        if done and path.name in done:
+            rows.append(done[path.name])
+            continue
         t0 = time.perf_counter()
         s = drafted(path)
         seconds = round(time.perf_counter() - t0, 2)
@@ -315,7 +321,7 @@ def cross(models: list[Path]) -> list[dict]:
                         "rules": len(s.rules),
                         "before": round(before, 4),
                         "after": round(after, 4),
-                        "carry": {**carry(s, other, analysis), **back},
+                        "carry": {**carry(s, other, analysis, after <= before), **back},
                     }
                 )
                 print(
@@ -333,14 +339,25 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--own-only", action="store_true")
     ap.add_argument("--cross-only", action="store_true")
     ap.add_argument("--render", type=Path, help="print the text of an earlier --json run")
+    ap.add_argument(
+        "--resume",
+        type=Path,
+        help="the stderr of a run cut short: its own rows are kept, the rest is measured",
+    )
     args = ap.parse_args(argv)
     if args.render:
         render(json.loads(args.render.read_text()))
         return 0
     models = args.models or all_models()
     out: dict = {"schema_version": 1}
+    done = {}
+    if args.resume:
+        for line in args.resume.read_text().splitlines():
+            if line.startswith("  row ") and '"model"' in line:
+                row = json.loads(line[len("  row ") :])
+                done[row["model"]] = row
     if not args.cross_only:
-        out["own"] = own(models)
+        out["own"] = own(models, done)
     if not args.own_only:
         out["cross"] = cross(models)
     if args.json:
