@@ -540,43 +540,40 @@ def _undercut(outs: list[_Outcome], sibs: Mapping[str, tuple]) -> list[_Outcome]
 class _Translated(Candidate):
     """A representative's candidate translated onto a member: key and nodes are known;
     bindings, inputs and outputs are spelled out on first read (few stages read them).
-    ``_o`` is the outcome it translates (which knows the graph and the node names),
-    ``_v`` the member it is translated onto."""
+    ``_o`` is the outcome it translates (which knows the graph and the node names);
+    the member it is translated onto (``_v``) follows from its first node's position,
+    so no int object is kept per record (10^5-10^6 on a stack)."""
 
-    __slots__ = ("_o", "_v", "_spelled")
+    __slots__ = ("_o", "_spelled")
     # ``nodes`` reads the ``_nodes`` slot (always set here) directly, not through the
     # base class's property: every stage reads it, 10^6 times on a stack
     nodes = Candidate._nodes  # type: ignore[assignment]
 
-    def __init__(self, graph: Graph, names: Sequence[str], key: tuple, o: _Outcome, v: int):
-        o.site = (graph, names)
-        put = object.__setattr__
-        put(self, "rule", key[0])
-        put(self, "alternative", key[2])
-        put(self, "_nodes", key[1])
-        put(self, "_o", o)
-        put(self, "_v", v)
-
     @classmethod
-    def make(cls, key: tuple, o: _Outcome, v: int) -> _Translated:
-        """``_Translated(graph, names, key, o, v)`` made without ``__init__`` (one per
-        translated record, 10^5 on a stack), for an outcome whose ``site`` is set. Its
-        node set is made when read, not kept (~1 KB a record); the key tuple is not kept
-        either (64 B a record): ``key`` makes it when read."""
+    def make(cls, key: tuple, o: _Outcome) -> _Translated:
+        """The translation of ``o`` whose key is ``key`` (made without ``__init__``: one
+        per translated record), for an outcome whose ``site`` is set. Its node set is
+        made when read, not kept (~1 KB a record); the key tuple is not kept either
+        (64 B a record): ``key`` makes it when read."""
         obj = object.__new__(cls)
         put = object.__setattr__
         put(obj, "rule", key[0])
         put(obj, "alternative", key[2])
         put(obj, "_nodes", key[1])
         put(obj, "_o", o)
-        put(obj, "_v", v)
         return obj
+
+    @property
+    def _v(self) -> int:
+        """The member this translates the representative's binding onto."""
+        o = self._o
+        return o.site[2][self._nodes[0]] - o.flat[0]  # type: ignore[index]
 
     def _spell(self) -> tuple:
         got = getattr(self, "_spelled", None)
         if got is None:
             o, v = self._o, self._v
-            graph, names = o.site
+            graph, names, _pos = o.site
             nodes = graph.nodes
             got = (
                 tuple(tuple(names[v + k] for k in g) for g in o.groups),
@@ -622,8 +619,9 @@ class _Outcome:
     outputs: tuple[tuple[int, int], ...]  # (producer offset, output port)
     flat: tuple[int, ...] = ()  # the groups' offsets in a row (the candidate's nodes)
     alternative: int = 0
-    # (graph, node names by position): where its translations spell their names
-    site: tuple[Graph, Sequence[str]] | None = None
+    # (graph, node names by position, position by name): where its translations spell
+    # their names
+    site: tuple[Graph, Sequence[str], Mapping[str, int]] | None = None
 
     def __post_init__(self) -> None:
         self.flat = tuple(k for g in self.groups for k in g)
@@ -1156,7 +1154,7 @@ def _match_window(
             del n_rows
         del c_rows
     final_l: list[Candidate] = []
-    site = (graph, label)  # where translated records spell their names
+    site = (graph, label, pos)  # where translated records spell their names
     origins: list[tuple[int, _Outcome, int]] = []
     own: dict[int, int] = {}  # id of a representative's own candidate -> its index
     for key, entry in won:
@@ -1168,7 +1166,7 @@ def _match_window(
             own[id(cand)] = len(final_l)
         else:
             o.site = site
-            cand = _Translated.make(key, o, v)
+            cand = _Translated.make(key, o)
             origins.append((len(final_l), o, v))
         final_l.append(cand)
     final = tuple(final_l)
@@ -1186,7 +1184,7 @@ def _match_window(
                 o.site = site
                 conc = combos[o.combo]
                 redo = shared[id(o)] = (graph, rule, conc, aliases, plans[conc.alternative])
-            near_l.append(_MappedNearMiss(_Translated.make(key, o, v), o.code, redo))
+            near_l.append(_MappedNearMiss(_Translated.make(key, o), o.code, redo))
     twins = _twins(st, origins, own)
     t4 = time.perf_counter()
     if stats is not None:
