@@ -877,7 +877,8 @@ class _KeyRows:
         # key order: rule, then the node ranks column by column, then the alternative
         columns = [alts, *(nodes[:, j] for j in range(width - 1, -1, -1)), self.rules]
         self.order = np.lexsort(columns) if n else np.zeros(0, dtype=np.int64)
-        # the key rows, for ``merge_points`` (when asked: transient memory, per rule)
+        # the key rows, for ``merge_points`` and ``distinct_nodes`` (when asked:
+        # transient memory, per rule)
         self.keys, self.alts = (nodes.copy(), alts) if keep_keys else (None, None)
         # node sets: the ranks sorted, padding last
         nodes[nodes == 0] = _PAD_LAST
@@ -918,6 +919,12 @@ class _KeyRows:
         first = np.zeros(len(order), dtype=bool)
         first[np.unique(ids, return_index=True)[1]] = True
         return order[first].tolist()
+
+    def distinct_nodes(self, mine: Sequence[int]) -> int:
+        """How many distinct node tuples the keys ``mine`` (ascending) have: equal ones
+        are neighbours in key order (only the alternative follows the nodes)."""
+        rows = self.keys[mine]
+        return 1 + int((rows[1:] != rows[:-1]).any(axis=1).sum()) if len(rows) else 0
 
     def merge_points(self, mine: Sequence[int], other: _KeyRows, theirs: Sequence[int]) -> Any:
         """For each key ``theirs[k]`` of ``other`` (same rule, ascending keys), how many
@@ -1139,20 +1146,31 @@ def _match_window(
     near_won: list[tuple] = []
     # per rule's near misses: where they fall among the candidates (cost merges by it)
     near_at: list[Any] = []
+    matched: dict[str, int] = {}
+    near_matched: dict[str, int] = {}
     for name in sorted(per_rule):
         c_keys, c_entries, n_keys, n_entries, rule, combos, plans = per_rule[name]
-        c_rows = _KeyRows(c_keys, c_entries, rank, pos, rule_rank, keep_keys=bool(n_keys))
+        c_rows = _KeyRows(c_keys, c_entries, rank, pos, rule_rank, keep_keys=True)
         c_won = c_rows.first_per_set()
         before = len(won)
         won.extend((c_keys[i], c_entries[i]) for i in c_won)
+        if c_won:
+            matched[name] = c_rows.distinct_nodes(c_won)
         if n_keys:
             codes = [e[4] if e[0] is None else e[0].code for e in n_entries]
             n_rows = _KeyRows(n_keys, n_entries, rank, pos, rule_rank, keep_keys=True)
             n_won = n_rows.first_per_set(codes, outside=c_rows)
             near_won.extend((n_keys[i], n_entries[i], rule, combos, plans) for i in n_won)
             near_at.append(before + c_rows.merge_points(c_won, n_rows, n_won))
+            if n_won:
+                near_matched[name] = n_rows.distinct_nodes(n_won)
             del n_rows
         del c_rows
+    # per rule, its distinct node tuples (what the plan counts as its matches), rules in
+    # the order candidates then near misses first show them; a near miss never has a
+    # candidate's node set (``first_per_set(outside=)``), so the two counts add up
+    for name, k in near_matched.items():
+        matched[name] = matched.get(name, 0) + k
     final_l: list[Candidate] = []
     site = (graph, label, pos)  # where translated records spell their names
     origins: list[tuple[int, _Outcome, int]] = []
@@ -1203,6 +1221,7 @@ def _match_window(
             facts=n_facts,
             twins=twins,
             near_at=np.concatenate(near_at) if near_at else np.zeros(0, dtype=np.int64),
+            matched=matched,
         ),
         redo,
     )

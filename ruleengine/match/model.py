@@ -168,3 +168,7 @@ class MatchResult:
     # (an int array, ascending). Cost merges its records by it and the plan counts
     # matches by it instead of sorting or hashing 10^5-10^6 keys; None: not known.
     near_at: Any = field(default=None, compare=False)
+    # Per rule, how many distinct node tuples its candidates and near misses have (what
+    # the plan counts as its matches), when the matcher counted them (``match.memo``,
+    # as rows of ints); None: the plan counts them from the records.
+    matched: Mapping[str, int] | None = field(default=None, compare=False)

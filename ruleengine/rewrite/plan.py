@@ -334,6 +334,8 @@ def match_counts(match: MatchResult) -> Counter[str]:
     """Per rule, how many distinct node tuples it matched (ATC's "match times"),
     candidates and near misses: the distinct (rule, node tuple) pairs, counted from the
     records' cached node tuples (no node set is made and kept per record: ~1 KB each)."""
+    if match.matched is not None:  # counted by the matcher (``match.memo``)
+        return Counter(match.matched)
     if match.near_at is not None:
         # the memo's records (``MatchResult.near_at``): candidates and near misses each
         # in key order, so equal node tuples of a rule are neighbours, and no near miss

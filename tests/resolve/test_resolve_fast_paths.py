@@ -193,10 +193,14 @@ def test_cp_sat_model_written_directly_is_cp_models() -> None:
 
 
 def test_match_counts_of_the_memo_equal_the_distinct_pairs(stack) -> None:
-    """The plan's per-rule match counts of the memo's records (neighbours in key order,
-    ``MatchResult.near_at`` set) equal the distinct (rule, node tuple) pairs counted."""
+    """The plan's per-rule match counts of the memo's records (counted by the matcher as
+    rows of ints, or by neighbours in key order) equal the distinct (rule, node tuple)
+    pairs counted."""
     _graph, match, _scored = stack
     assert match.near_at is not None and match.near_misses
-    fast = match_counts(match)
-    plain = match_counts(replace(match, near_at=None))
+    assert match.matched is not None
+    fast = match_counts(match)  # the matcher's counts
+    neighbours = match_counts(replace(match, matched=None))
+    plain = match_counts(replace(match, matched=None, near_at=None))
     assert list(fast.items()) == list(plain.items()) and sum(fast.values()) > 0
+    assert list(neighbours.items()) == list(plain.items())
