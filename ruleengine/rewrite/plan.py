@@ -13,8 +13,8 @@ import math
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import replace
-from itertools import chain, compress, groupby, repeat
-from operator import attrgetter, is_not, itemgetter, ne
+from itertools import chain, compress, groupby, islice, repeat
+from operator import attrgetter, is_not, itemgetter, le, ne
 from pathlib import PurePosixPath, PureWindowsPath
 from typing import Any, NoReturn
 
@@ -407,9 +407,10 @@ class RejectedCandidates(Sequence[Rejection]):
             # theirs only: 2 x 10^5 on a 2048-layer stack, where ``src`` has 6 x 10^5)
             ids = set(map(id, map(attrgetter("candidate"), near_misses)))
             carried = ids.intersection(map(id, map(attrgetter("candidate"), src)))
+            every = len(carried) == len(ids)  # (the pipeline's case: cost scored them all)
             del ids
             seen: set[tuple[str, tuple[str, ...]]] | None = None
-            for nm in near_misses:
+            for nm in () if every else near_misses:
                 c = nm.candidate
                 if id(c) in carried:
                     continue
@@ -526,6 +527,16 @@ class RejectedCandidates(Sequence[Rejection]):
         if self._nodes is None:
             self._nodes = list(map(attrgetter("candidate.nodes"), self._src))
         nodes, codes = self._nodes, self._codes
+        if len(idxs) > n:
+            # records come in key order (cost's and resolve's output): when the bucket's
+            # node tuples do not decrease (compared by C-level maps), its n first are
+            # among its first n and those tied with the n-th on nodes
+            ns = list(map(nodes.__getitem__, idxs))
+            if all(map(le, ns, islice(ns, 1, None))):
+                k = n
+                while k < len(ns) and ns[k] == ns[n - 1]:
+                    k += 1
+                idxs = idxs[:k]
         rows = zip(map(nodes.__getitem__, idxs), map(codes.__getitem__, idxs), idxs, strict=True)
         first = sorted(rows) if len(idxs) <= n else heapq.nsmallest(n, rows)
         return list(map(itemgetter(2), first))

@@ -21,7 +21,7 @@ from ruleengine.resolve import LostCandidates, _Components, resolve
 from ruleengine.resolve.greedy import greedy_order
 from ruleengine.resolve.lost import describe
 from ruleengine.resolve.segments import spans as segment_spans
-from ruleengine.rewrite.plan import RejectedCandidates, list_rejections, match_counts
+from ruleengine.rewrite.plan import RejectedCandidates, _listed, list_rejections, match_counts
 from ruleengine.rules import load_rule_set
 from ruleengine.topology import Contraction
 
@@ -204,3 +204,15 @@ def test_match_counts_of_the_memo_equal_the_distinct_pairs(stack) -> None:
     plain = match_counts(replace(match, matched=None, near_at=None))
     assert list(fast.items()) == list(plain.items()) and sum(fast.values()) > 0
     assert list(neighbours.items()) == list(plain.items())
+
+
+@pytest.mark.parametrize("per_key,first", [(3, 100), (1, 5), (2, 1)])
+def test_listed_rejections_equal_the_first_of_the_whole_sort(stack, per_key, first) -> None:
+    """The few a compact plan lists (picked per bucket without sorting it, records in
+    key order or not) are those the whole sorted sequence gives."""
+    graph, match, scored = stack
+    res = resolve(graph, scored)
+    for records in (scored, tuple(reversed(scored))):
+        quick = RejectedCandidates(records, res.lost, (), match.near_misses)
+        whole = RejectedCandidates(records, res.lost, (), match.near_misses).all()
+        assert quick.listed(per_key, first) == _listed(whole, per_key, first)
