@@ -51,14 +51,17 @@ def _built(cls: type, values: dict[str, Any]) -> Any:
     twin = _TWINS.get(cls)
     if twin is None:
         twin = _TWINS[cls] = make_dataclass(
-            f"_{cls.__name__}Init", [(f.name, f.type) for f in fields(cls)], eq=False
+            f"_{cls.__name__}Init",
+            [(f.name, f.type) for f in fields(cls)],
+            eq=False,
+            slots=True,  # the same slots as ``cls``: an instance can switch classes
         )
     obj = twin(**values)
     obj.__class__ = cls
     return obj
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # no __dict__: ~10^5 records per big model
 class Tensor:
     name: str
     dtype: str | None = None  # e.g. "float32"; None when unknown
@@ -105,7 +108,7 @@ class Tensor:
         return n * size
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Node:
     name: str  # unique; generated stably (``<op_type>_<index>``) when the model has none
     op_type: str
