@@ -412,15 +412,20 @@ def _const_foldable(
     topological pass: constants, Shape/Size of a static tensor, and outputs of a
     deterministic, non-opaque node whose inputs are all foldable."""
     folded = set(constants)
+    all_folded = folded.issuperset
     for n in nodes:  # topological order
         if n.opaque or n.domain not in ("", "ai.onnx") or n.op_type in _NONDETERMINISTIC:
             continue
-        ins = [t for t in n.inputs if t]
-        if n.op_type in _SHAPE_READERS and ins:
+        ins = n.inputs
+        if "" in ins:
+            ins = tuple(t for t in ins if t)
+        if not ins:
+            continue
+        if n.op_type in _SHAPE_READERS:
             shape = shapes.get(ins[0])
             ok = shape is not None and all(isinstance(d, int) for d in shape)
         else:
-            ok = bool(ins) and all(t in folded for t in ins)
+            ok = all_folded(ins)
         if ok:
             folded.update(t for t in n.outputs if t)
     return folded
