@@ -21,6 +21,7 @@ weight page is read only when a computation touches it.
 
 from __future__ import annotations
 
+import math
 import mmap
 import os
 from collections.abc import Iterable, Iterator, Mapping
@@ -89,8 +90,7 @@ def all_tensors(model: onnx.ModelProto) -> Iterator[TensorProto]:
     def from_graph(g: onnx.GraphProto) -> Iterator[TensorProto]:
         yield from g.initializer
         yield from (s.values for s in g.sparse_initializer)
-        for n in g.node:
-            yield from from_nodes([n])
+        yield from from_nodes(g.node)
 
     def from_nodes(nodes: Iterable[onnx.NodeProto]) -> Iterator[TensorProto]:
         for n in nodes:
@@ -129,7 +129,11 @@ def tensor_nbytes(t: TensorProto) -> int:
         itemsize = onnxlite.np_dtype(t.data_type).itemsize
     except Exception:  # noqa: BLE001 - exotic types (4-bit, strings): count one byte
         itemsize = 1
-    return int(np.prod([int(d) for d in t.dims], dtype=np.int64)) * itemsize
+    dims = t.dims
+    n = math.prod(dims)
+    if not 0 <= n < 1 << 63:  # as numpy's int64 product gives it (negative dims, overflow)
+        n = int(np.prod([int(d) for d in dims], dtype=np.int64))
+    return n * itemsize
 
 
 def survey(model: onnx.ModelProto, model_path: str | Path) -> WeightSurvey:
