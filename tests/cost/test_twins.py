@@ -23,12 +23,16 @@ def _view(sc) -> tuple:
     return (sc.candidate, sc.priority, sc.verdict, sc.code, sc.cost, sc.reason, dict(sc.details))
 
 
-def test_twins_score_like_their_own_scoring(monkeypatch: pytest.MonkeyPatch) -> None:
+def _stack_case(monkeypatch: pytest.MonkeyPatch, layers: int) -> tuple:
+    """A decoder stack, the twin-heavy rules and the default target, the memo covering all."""
     monkeypatch.setattr(memo, "MAX_COVER", 1.0)
     rs = load_rule_set([], preset="all")
     rs = replace(rs, rules=tuple(r for r in rs.rules if r.name in RULES))
-    graph = graph_from_model(decoder_stack(30))
-    target = load_target("ascend910b")
+    return graph_from_model(decoder_stack(layers)), rs, load_target("ascend910b")
+
+
+def test_twins_score_like_their_own_scoring(monkeypatch: pytest.MonkeyPatch) -> None:
+    graph, rs, target = _stack_case(monkeypatch, 30)
     with_memo = find_candidates(graph, rs, memo=True)
     assert len(with_memo.twins) > len(with_memo.candidates) // 2
     plain = replace(with_memo, twins={})
@@ -41,11 +45,7 @@ def test_twins_score_like_their_own_scoring(monkeypatch: pytest.MonkeyPatch) -> 
 def test_records_merged_by_near_at_equal_the_sort(monkeypatch: pytest.MonkeyPatch) -> None:
     """The near misses' records merged among the candidates' by ``MatchResult.near_at``
     (no key read) come in the order sorting them all by (key, verdict) gives."""
-    monkeypatch.setattr(memo, "MAX_COVER", 1.0)
-    rs = load_rule_set([], preset="all")
-    rs = replace(rs, rules=tuple(r for r in rs.rules if r.name in RULES))
-    graph = graph_from_model(decoder_stack(6))
-    target = load_target("ascend910b")
+    graph, rs, target = _stack_case(monkeypatch, 6)
     found = find_candidates(graph, rs, memo=True)
     assert found.near_misses and found.near_at is not None
     merged = score_candidates(graph, found, rs, target)
@@ -58,12 +58,9 @@ def test_records_keep_no_dict_and_no_node_set(monkeypatch: pytest.MonkeyPatch) -
     """Memory at LLM scale (issue 13): matching and costing records have slots, no
     ``__dict__``, and no node set or (translated) key tuple kept per record once
     scored (but the few read by name); every value is still there when read."""
-    monkeypatch.setattr(memo, "MAX_COVER", 1.0)
-    rs = load_rule_set([], preset="all")
-    rs = replace(rs, rules=tuple(r for r in rs.rules if r.name in RULES))
-    graph = graph_from_model(decoder_stack(30))
+    graph, rs, target = _stack_case(monkeypatch, 30)
     found = find_candidates(graph, rs, memo=True)
-    scored = score_candidates(graph, found, rs, load_target("ascend910b"))
+    scored = score_candidates(graph, found, rs, target)
     records = [*found.candidates, *found.near_misses, *scored]
     assert not any(hasattr(r, "__dict__") for r in records)
     translated = [c for c in found.candidates if type(c).__name__ == "_Translated"]
