@@ -321,7 +321,9 @@ def fuse(
         # What the compact plan lists and counts is read now; then the per-candidate
         # records (10^6 at 2048 layers) are let go before the model is read and
         # rewritten, so the peak of memory is not their sum.
-        listed = list_rejections(analysis.scored, analysis.resolution.lost, analysis.match)
+        listed = list_rejections(
+            analysis.scored, analysis.resolution.lost, analysis.match, from_cost=True
+        )
         analysis = analysis.released()
         release_memory()
         laps.lap("plan")

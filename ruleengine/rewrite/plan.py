@@ -375,7 +375,14 @@ class RejectedCandidates(Sequence[Rejection]):
         lost: Sequence[tuple[ScoredCandidate, str]] = (),
         dropped: Sequence[FusedGroup] = (),
         near_misses: Sequence[Any] = (),
+        *,
+        from_cost: bool = False,
     ) -> None:
+        """``from_cost``: ``scored`` is ``score_candidates``' output for the match whose
+        ``near_misses`` these are (a record for every one of them, every record in
+        candidate key order) and ``lost`` ``resolve``'s of it (in the same order): the
+        near misses are not looked up among the records, and no bucket's order is
+        checked (10^5-10^6 records on a stack)."""
         # One entry per rejection, in the order a stable sort ties them, kept as parallel
         # lists filled by C-level maps (10^5-10^6 entries): the record (with .candidate
         # and a .reason read when shown), its verdict, its code; fixed reasons by index.
@@ -402,7 +409,7 @@ class RejectedCandidates(Sequence[Rejection]):
             src.append(g.scored)
         verdicts += ["dropped_by_verification"] * len(dropped)
         codes += ["verification-failed"] * len(dropped)
-        if near_misses:  # unless the cost stage already carried it with a verdict
+        if near_misses and not from_cost:  # unless the cost stage carried it with a verdict
             # the near misses' candidates that a record scored from it carries (ids of
             # theirs only: 2 x 10^5 on a 2048-layer stack, where ``src`` has 6 x 10^5)
             ids = set(map(id, map(attrgetter("candidate"), near_misses)))
@@ -427,6 +434,7 @@ class RejectedCandidates(Sequence[Rejection]):
         self._all: tuple[Rejection, ...] | None = None
         self._buckets: dict[tuple[str, str], list[int]] | None = None
         self._nodes: list[tuple[str, ...]] | None = None
+        self._in_order = from_cost
 
     @staticmethod
     def _rules(src: list[Any]) -> Iterator[str]:
@@ -532,7 +540,7 @@ class RejectedCandidates(Sequence[Rejection]):
             # node tuples do not decrease (compared by C-level maps), its n first are
             # among its first n and those tied with the n-th on nodes
             ns = list(map(nodes.__getitem__, idxs))
-            if all(map(le, ns, islice(ns, 1, None))):
+            if self._in_order or all(map(le, ns, islice(ns, 1, None))):
                 k = n
                 while k < len(ns) and ns[k] == ns[n - 1]:
                     k += 1
@@ -636,10 +644,13 @@ def list_rejections(
     match: MatchResult,
     per_key: int = EXAMPLES_PER_VERDICT,
     first: int = FIRST_KEPT,
+    *,
+    from_cost: bool = False,
 ) -> ListedRejections:
     """The counts and the listed rejections of a compact plan, reasons read: nothing in
-    it refers to the per-candidate records any more."""
-    rejected = RejectedCandidates(scored, lost, (), match.near_misses)
+    it refers to the per-candidate records any more. ``from_cost``: ``scored`` is
+    ``score_candidates(match)`` and ``lost`` is ``resolve``'s (``RejectedCandidates``)."""
+    rejected = RejectedCandidates(scored, lost, (), match.near_misses, from_cost=from_cost)
     return ListedRejections(
         len(rejected),
         rejected.by_verdict(),

@@ -216,3 +216,11 @@ def test_listed_rejections_equal_the_first_of_the_whole_sort(stack, per_key, fir
         quick = RejectedCandidates(records, res.lost, (), match.near_misses)
         whole = RejectedCandidates(records, res.lost, (), match.near_misses).all()
         assert quick.listed(per_key, first) == _listed(whole, per_key, first)
+    # cost's own records (every near miss carried, key order): neither looked up nor
+    # checked, the same rejections listed and counted
+    told = RejectedCandidates(scored, res.lost, (), match.near_misses, from_cost=True)
+    whole = RejectedCandidates(scored, res.lost, (), match.near_misses)
+    assert told.listed(per_key, first) == _listed(whole.all(), per_key, first)
+    assert told.by_verdict() == whole.by_verdict() and len(told) == len(whole)
+    summary = list_rejections(scored, res.lost, match, per_key, first, from_cost=True)
+    assert summary.kept == list_rejections(scored, res.lost, match, per_key, first).kept
