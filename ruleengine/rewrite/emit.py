@@ -82,15 +82,14 @@ def render_files(
 
     ``fused_model_files`` comes from ``serialize_model`` (the model, maybe its weights).
     """
-    from ruleengine.rewrite.dot import render_dot, render_svg
+    from ruleengine.rewrite.dot import dot_bytes, render_svg
     from ruleengine.rewrite.plan import group_json, plan_json
     from ruleengine.rewrite.report import report_json, report_text
 
     files: dict[str, bytes] = dict(fused_model_files)
     files["plan.json"] = json_bytes(plan_json(plan, detail))
-    dot_text = render_dot(graph, plan.groups)
-    files["graph.dot"] = dot_text.encode()
-    svg = render_svg(dot_text)
+    files["graph.dot"] = dot_bytes(graph, plan.groups)
+    svg = render_svg(files["graph.dot"])
     if svg is not None:
         files["graph.svg"] = svg
     # Per-rule outputs from the rules' ``output`` sections (paths already checked).
@@ -133,7 +132,7 @@ def render_files(
             }
         )
     for path, groups in sorted(rule_dots.items()):
-        files[path] = render_dot(graph, groups, only_groups=True).encode()
+        files[path] = dot_bytes(graph, groups, only_groups=True)
     names = [*files, *extra_names, "report.txt", "report.json"]
     files["report.txt"] = report_text(plan, names, detail=detail).encode()
     files["report.json"] = json_bytes(report_json(plan, names))

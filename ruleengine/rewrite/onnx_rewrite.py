@@ -224,14 +224,29 @@ def rewrite_model(
     in_place: bool = False,
 ) -> onnx.ModelProto:
     """Return a copy of ``model`` with each group replaced by one function-call node
-    (``in_place``: ``model`` itself, rewritten; for a caller that reads it no more, so
-    that the model and its rewritten copy are never both in memory).
+    (``in_place``: ``model`` itself is rewritten, for a caller that reads it no more, so
+    that the model and its rewritten copy are never both in memory; what is returned is
+    then a compact copy of it, made once the rewrite's working set is gone).
 
     ``calls`` (group id -> kernels.bind.Call) makes those groups call their catalog
     kernel: ports as inputs, the kernel's attributes, its reference semantics as the body.
     ``corrupt_rules`` is a test-only hook: groups of those rules get a function body that
     negates one float output, to prove that verification and ``--safe`` catch a bad fusion.
     """
+    out = _rewrite(model, graph, groups, domain, corrupt_rules, calls, in_place)
+    # the rewrite's own working set is gone when its frame is: the copy comes after
+    return _compacted(out) if in_place and groups else out
+
+
+def _rewrite(
+    model: onnx.ModelProto,
+    graph: Graph,
+    groups: Sequence[FusedGroup],
+    domain: str,
+    corrupt_rules: Collection[str],
+    calls: Mapping[int, Any] | None,
+    in_place: bool,
+) -> onnx.ModelProto:
     if in_place:
         out = model
     else:
@@ -405,6 +420,17 @@ def rewrite_model(
     out.ir_version = max(out.ir_version, MIN_IR_VERSION)
     _set_model_meta(out, "autofusion.version", __version__)
     _set_model_meta(out, "autofusion.groups", str(len(groups)))
+    return out
+
+
+def _compacted(model: onnx.ModelProto) -> onnx.ModelProto:
+    """The same model in a new message of its own. Protobuf (upb) keeps every part of a
+    message in one arena until the whole message is freed: a model rewritten in place
+    still holds each node it lost (2048 layers: 45 MiB for the input's 88k nodes, the
+    fused model alone 23 MiB). Its copy lets the input's memory go once the caller drops
+    it, before the check and the rendering of the outputs (where ``fuse`` peaks)."""
+    out = onnxlite.ModelProto()
+    out.ParseFromString(model.SerializeToString())
     return out
 
 

@@ -227,6 +227,72 @@ def test_parser_and_checker_equal_onnx(tmp_path: Path) -> None:
     assert str(ours_bad.value) == str(ref_bad.value)
 
 
+def _broken_models() -> dict[str, onnx.ModelProto]:
+    """Models that pass onnx's checker but not its strict shape inference (full_check),
+    and one that fails the checker itself: each must be refused with onnx's own error."""
+    f2 = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])
+    i2 = helper.make_tensor_value_info("i", TensorProto.INT64, [2, 3])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])
+    y_wrong = helper.make_tensor_value_info("y", TensorProto.FLOAT, [3, 3])
+
+    def model(nodes, inputs, outputs, inits=(), functions=(), opsets=None):
+        graph = helper.make_graph(nodes, "g", inputs, outputs, list(inits))
+        return helper.make_model(
+            graph,
+            functions=list(functions),
+            opset_imports=opsets or [helper.make_opsetid("", 17)],
+        )
+
+    body = helper.make_function(
+        "d",
+        "F",
+        ["a", "b"],
+        ["c"],
+        [helper.make_node("Add", ["a", "b"], ["c"])],
+        [helper.make_opsetid("", 17)],
+    )
+    d = [helper.make_opsetid("", 17), helper.make_opsetid("d", 1)]
+    return {
+        # Add of a float and an int64 tensor: a type error only inference finds
+        "mixed types": model([helper.make_node("Add", ["x", "i"], ["y"])], [f2, i2], [y]),
+        # the declared output shape contradicts the inferred one
+        "shape conflict": model([helper.make_node("Relu", ["x"], ["y"])], [f2], [y_wrong]),
+        # a Reshape to a shape of another size
+        "reshape size": model(
+            [helper.make_node("Reshape", ["x", "s"], ["y"])],
+            [f2],
+            [y],
+            [helper.make_tensor("s", TensorProto.INT64, [2], [4, 4])],
+        ),
+        # a model-local function whose body is wrong for the call's types
+        "function body": model(
+            [helper.make_node("F", ["x", "i"], ["y"], domain="d")],
+            [f2, i2],
+            [y],
+            functions=[body],
+            opsets=d,
+        ),
+        # an undefined input: the checker's own error, before any inference
+        "undefined input": model([helper.make_node("Relu", ["q"], ["y"])], [f2], [y]),
+    }
+
+
+@pytest.mark.parametrize("case", list(_broken_models()))
+def test_full_check_refuses_what_onnx_refuses_with_its_error(case: str) -> None:
+    """``check_model(full_check=True)`` runs onnx's checker and its strict inference one
+    after the other (less memory than one call): a broken model is refused with the
+    exception type and message of ``onnx.checker.check_model(full_check=True)``."""
+    bad = _broken_models()[case]
+    with pytest.raises(Exception) as ref:  # noqa: PT011 - onnx's own error types
+        onnx.checker.check_model(bad, full_check=True)
+    with pytest.raises(Exception) as ours:  # noqa: PT011
+        onnxlite.check_model(bad, full_check=True)
+    assert type(ours.value) is type(ref.value)
+    assert str(ours.value) == str(ref.value)
+    if case != "undefined input":  # the checker alone passes it: inference refuses it
+        onnxlite.check_model(bad, full_check=False)
+
+
 def test_fuse_never_imports_onnx(tmp_path: Path) -> None:
     """A whole ``fuse`` (rewrite, kernel binding, check, emit) without ``import onnx``:
     its ~0.6 s of CPU (ml_dtypes) is start-up the run does not need."""
