@@ -68,7 +68,7 @@ def suggest(
     from ruleengine.pipeline import DEFAULT_PRESET, analyze
     from ruleengine.suggest.canon import canonicalize, composite_instances
     from ruleengine.suggest.emit import fitting_priority, rule_name
-    from ruleengine.suggest.regions import edge_ceiling, search_regions
+    from ruleengine.suggest.regions import core_region, edge_ceiling, search_regions
 
     if not rules and preset is None:
         preset = DEFAULT_PRESET
@@ -104,6 +104,7 @@ def suggest(
         regions, compact = search.regions, search.compact
         composites = composite_instances(graph) if regions else ()
         seen: set[tuple[str, ...]] = set()
+        cores = []
         for region in (*regions, *compact):
             if region.nodes in seen:
                 continue
@@ -112,6 +113,21 @@ def suggest(
             inst = _instance(name, graph, region, canon, chosen)
             clusters.setdefault(canon.key, []).append(inst)
             if region in regions:
+                largest.add(canon.key)
+            core = core_region(graph, region, canon.units, analysis.target, edges)
+            if core is not None:
+                cores.append((core, region in regions))
+        # each region's core (its end epilogue chains left out): in another export the
+        # bundled rules may fuse those ends with their neighbours, and the core composes
+        # with them where the whole region overlaps them (a rule as its region earns one:
+        # always for a largest region's, where it recurs for a compact one's)
+        for core, of_largest in cores:
+            if core.nodes in seen:
+                continue
+            seen.add(core.nodes)
+            canon = canonicalize(graph, core.nodes, composites)
+            clusters.setdefault(canon.key, []).append(_instance(name, graph, core, canon, chosen))
+            if of_largest:
                 largest.add(canon.key)
         fusable = edges.fusable_bytes or 1
         baseline.append(

@@ -474,3 +474,46 @@ def _walk(start: str, step, pos, *, upto: int = 1 << 62, downto: int = -1) -> se
                 seen.add(v)
                 stack.append(v)
     return seen
+
+
+def core_region(
+    graph: Graph,
+    region: Region,
+    units: Sequence,
+    target: Target,
+    edges: coverage.FusableEdges,
+    memo: GroupMemo | None = None,
+) -> Region | None:
+    """The region without the epilogue chains at its ends, where that is still a kernel
+    the cost model fuses and captures fusable bytes; else None.
+
+    ``units``: the region's canonical units. A chain (``emit.chains``: plain elementwise,
+    BatchNorm or view ops in a row) that starts at a root of the pattern or ends at a
+    leaf is where another export's bundled rules take the neighbouring op (an activation
+    fused with the projection before it, a residual Add or a cast with the norm after
+    it): the core composes with those groups there, where the whole region overlaps them.
+    """
+    from ruleengine.suggest.emit import chains
+    from ruleengine.suggest.model import Cluster, Instance
+
+    probe = Cluster((), (Instance("", region, tuple(units), False, frozenset(), frozenset()),))
+    readers: dict[int, int] = {}
+    for u in units:
+        for ref in u.inputs:
+            readers[ref.source] = readers.get(ref.source, 0) + 1
+    peeled: set[str] = set()
+    for run in chains(probe):
+        if not units[run[0]].inputs or not readers.get(run[-1]):
+            peeled.update(n for k in run for n in units[k].nodes)
+    core = frozenset(region.nodes) - peeled
+    if not peeled or len(core) < 2 or not _captured(edges, core):
+        return None
+    if len(_components(graph, core)) != 1:
+        return None
+    memo = memo or GroupMemo(graph, target)
+    scored = score_one(graph, _candidate(graph, core), None, target, memo=memo)
+    if scored.verdict is not Verdict.FUSE:
+        return None
+    pos = topo_position(graph)
+    cost = scored.cost  # type: ignore[attr-defined]
+    return Region(tuple(sorted(core, key=pos.__getitem__)), cost.bytes_saved, cost.net_bytes)

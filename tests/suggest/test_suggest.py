@@ -553,3 +553,40 @@ def test_a_drafted_rule_is_narrowed_where_its_general_form_lowers_coverage(tmp_p
     assert k.text == narrow and k.narrower == ()
     assert "positive_region.onnxtxt" in k.tests
     assert "DraftX" in k.kernel
+
+
+ENDS = """<ir_version: 8, opset_import: ["" : 17]>
+g (float[64,256] x, float[64,256] r, float[256,256] W_m) => (float[64,256] o)
+{
+  [s] t = Sigmoid (x)
+  [m] y = MatMul (t, W_m)
+  [a] z = Add (y, r)
+  [c] o = Relu (z)
+}
+"""
+
+
+def test_a_regions_core_leaves_out_its_end_epilogue_chains(case, tmp_path):
+    """Sigmoid -> MatMul -> Add -> Relu: the Sigmoid (a root) and the Relu (a leaf) are
+    epilogue chains at the ends, which another export's bundled rules may fuse with their
+    neighbours; the core MatMul -> Add is a kernel too, and gets a rule of its own."""
+    from ruleengine.cost import load_target
+    from ruleengine.suggest.model import Region
+    from ruleengine.suggest.regions import core_region
+
+    path = save(ENDS, tmp_path / "ends.onnx")
+    graph = load_graph(path)
+    edges = coverage.fusable_edges(graph)
+    region = Region(("s", "m", "a", "c"), 0, 0)
+    units = canonicalize(graph, region.nodes).units
+    core = core_region(graph, region, units, load_target("ascend910b"), edges)
+    assert core is not None and core.nodes == ("m", "a") and core.net_bytes > 0
+    # no end chain: no core
+    inner = Region(("m", "a"), 0, 0)
+    units = canonicalize(graph, inner.nodes).units
+    assert core_region(graph, inner, units, load_target("ascend910b"), edges) is None
+    _, rule = case
+    s = suggest([path], [rule])
+    patterns = [[op["type"] for op in _ops(d.text)] for d in s.rules]
+    assert ["MatMul", "Add"] in patterns
+    assert s.coverage[0].after == pytest.approx(1.0)
