@@ -553,6 +553,20 @@ def test_a_drafted_rule_is_narrowed_where_its_general_form_lowers_coverage(tmp_p
     assert k.text == narrow and k.narrower == ()
     assert "positive_region.onnxtxt" in k.tests
     assert "DraftX" in k.kernel
+    # the coverage reported is that of the rule written (narrowed), measured again
+    from ruleengine.suggest import _measure_after
+
+    given = tmp_path / "given"
+    given.mkdir()
+    (given / "nothing.yaml").write_text(NOTHING_RULE)
+    before = coverage.measure(a.graph, [])
+    baseline = [(model, "m.onnx", before, 1.0, (1.0, True, 1.0, True), 1.0)]
+    graphs = {"m.onnx": a.graph}
+    out, pruned, (m,) = _measure_after(
+        baseline, [d], [given], None, "ascend910b", None, lambda _m: None, graphs
+    )
+    assert [o.text for o in out] == [narrow] and pruned == []
+    assert before.coverage == 0.0 and m.after == pytest.approx(1.0)
 
 
 ENDS = """<ir_version: 8, opset_import: ["" : 17]>
