@@ -17,7 +17,7 @@ import time
 from collections.abc import Collection, Mapping, Sequence
 from functools import cached_property
 from itertools import chain, compress, repeat
-from operator import attrgetter, is_
+from operator import attrgetter, gt, is_, is_not
 
 from ruleengine.cost.model import ScoredCandidate, Verdict
 from ruleengine.errors import UsageError
@@ -89,8 +89,10 @@ def _resolve(
     start = time.perf_counter()
     # the verdicts compared by C-level maps (10^5-10^6 records on a stack), the few
     # viable ones then checked for a cost
-    fuse = compress(scored, map(is_, map(attrgetter("verdict"), scored), repeat(Verdict.FUSE)))
-    viable = [sc for sc in fuse if sc.cost is not None]
+    fuse = list(
+        compress(scored, map(is_, map(attrgetter("verdict"), scored), repeat(Verdict.FUSE)))
+    )
+    viable = list(compress(fuse, map(is_not, map(attrgetter("cost"), fuse), repeat(None))))
     if solver == "greedy":
         chosen = _order_chosen(graph, select_greedy(graph, viable))
         return Resolution(
@@ -349,8 +351,9 @@ def _solve_exact(
     # Only candidates that save something can be worth choosing.
     # (viable records all have a cost; C-level maps: 10^5 of them on a 2048-layer stack)
     nets = list(map(attrgetter("cost.net_bytes"), viable))
-    cands = [sc for sc, w in zip(viable, nets, strict=True) if w > 0]
-    weights = [w for w in nets if w > 0]
+    saves = list(map(gt, nets, repeat(0)))
+    cands = list(compress(viable, saves))
+    weights = list(compress(nets, saves))
     # each candidate's nodes as its tuple (a node set per record is ~1 KB: 10^5 viable
     # records on a 2048-layer stack); sets are made where set semantics matter
     sets = list(map(attrgetter("candidate.nodes"), cands))

@@ -10,6 +10,8 @@ nothing more, ``why(k)`` makes one reason, and iterating or indexing builds ever
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from itertools import compress
+from operator import not_
 from typing import Any
 
 from ruleengine.cost.model import ScoredCandidate, Verdict
@@ -35,8 +37,8 @@ class LostCandidates(Sequence[tuple[ScoredCandidate, str]]):
         chosen: Sequence[ScoredCandidate],
         note: str,
     ) -> None:
-        picked = set(map(id, chosen))
-        self._losers = [sc for sc in viable if id(sc) not in picked]
+        picked = set(map(id, chosen))  # ids compared by C-level maps (10^5 records)
+        self._losers = list(compress(viable, map(not_, map(picked.__contains__, map(id, viable)))))
         self._graph = graph
         self._chosen = tuple(chosen)
         self._note = note

@@ -532,15 +532,30 @@ class RejectedCandidates(Sequence[Rejection]):
     def _smallest(self, idxs: list[int], n: int) -> list[int]:
         """The ``n`` first of a bucket in plan order (nodes, code, entry), sorted; the
         rows are compared as tuples made by C-level maps (no key function per entry)."""
+        codes = self._codes
+        if self._in_order:
+            # in key order (``from_cost``): the n first and those tied with the n-th on
+            # nodes, the node tuples read for those only (not for 10^5-10^6 entries)
+            src = self._src
+            if len(idxs) > n:
+                last = src[idxs[n - 1]].candidate.nodes
+                k = n
+                while k < len(idxs) and src[idxs[k]].candidate.nodes == last:
+                    k += 1
+                idxs = idxs[:k]
+            ns = [src[i].candidate.nodes for i in idxs]
+            rows = zip(ns, map(codes.__getitem__, idxs), idxs, strict=True)
+            first = sorted(rows) if len(idxs) <= n else heapq.nsmallest(n, rows)
+            return list(map(itemgetter(2), first))
         if self._nodes is None:
             self._nodes = list(map(attrgetter("candidate.nodes"), self._src))
-        nodes, codes = self._nodes, self._codes
+        nodes = self._nodes
         if len(idxs) > n:
             # records come in key order (cost's and resolve's output): when the bucket's
             # node tuples do not decrease (compared by C-level maps), its n first are
             # among its first n and those tied with the n-th on nodes
             ns = list(map(nodes.__getitem__, idxs))
-            if self._in_order or all(map(le, ns, islice(ns, 1, None))):
+            if all(map(le, ns, islice(ns, 1, None))):
                 k = n
                 while k < len(ns) and ns[k] == ns[n - 1]:
                     k += 1
