@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from itertools import compress, repeat
 from operator import attrgetter, is_
@@ -723,6 +723,18 @@ def _set_keys(
     return (lows * max(len(shapes), 1) + sids).tolist()
 
 
+def _duplicate_reason(w_rule: str, w_priority: int, rule: str, priority: int) -> str:
+    """Why a candidate lost to ``w_rule``'s with the same node set."""
+    if rule == w_rule:
+        return f"same nodes as another match of {w_rule}"
+    if priority == w_priority:
+        return (
+            f"same nodes as {w_rule}, equal priority {priority}: "
+            f"tie broken by rule name ({w_rule} < {rule})"
+        )
+    return f"same nodes as {w_rule} (priority {w_priority} > {priority})"
+
+
 def _reduce_duplicates(
     scored: list[ScoredCandidate],
     graph: Graph | None = None,
@@ -734,20 +746,35 @@ def _reduce_duplicates(
     # the verdicts compared by C-level maps (10^5-10^6 records on a stack)
     is_fuse = map(is_, map(attrgetter("verdict"), scored), repeat(Verdict.FUSE))
     viable = list(compress(range(len(scored)), is_fuse))
-    if graph is not None:
-        keys: list = _set_keys(graph, scored, viable, twins or {})
+    groups: Iterable[list[int]]
+    if graph is not None:  # ints: the node sets shared by several grouped by numpy
+        at = np.asarray(_set_keys(graph, scored, viable, twins or {}), dtype=np.int64)
+        order = np.argsort(at, kind="stable")
+        srt = at[order]
+        edge = np.flatnonzero(srt[1:] != srt[:-1]) + 1
+        starts, ends = np.r_[0, edge], np.r_[edge, len(srt)]
+        many = np.flatnonzero(ends - starts > 1)
+        if not len(many):
+            return scored
+        pick = np.asarray(viable, dtype=np.int64)[order]
+        groups = (
+            pick[a:b].tolist()
+            for a, b in zip(starts[many].tolist(), ends[many].tolist(), strict=True)
+        )
     else:
         records = map(scored.__getitem__, viable)
         keys = list(map(frozenset, map(attrgetter("candidate.nodes"), records)))
-    shared = {h for h, n in Counter(keys).items() if n > 1}  # counted in C; few repeat
-    if not shared:
-        return scored
-    by_nodes: dict[object, list[int]] = {}
-    for i, h in zip(viable, keys, strict=True):
-        if h in shared:
-            by_nodes.setdefault(h, []).append(i)
+        shared = {h for h, n in Counter(keys).items() if n > 1}  # counted in C; few repeat
+        if not shared:
+            return scored
+        by_nodes: dict[object, list[int]] = {}
+        for i, h in zip(viable, keys, strict=True):
+            if h in shared:
+                by_nodes.setdefault(h, []).append(i)
+        groups = by_nodes.values()
     out = list(scored)
-    for idxs in by_nodes.values():
+    texts: dict[tuple, str] = {}  # one reason per (winner's rule and priority, loser's)
+    for idxs in groups:
         if len(idxs) < 2:
             continue
         # ranked by (-priority, candidate key); the key starts with the rule name, so
@@ -759,19 +786,13 @@ def _reduce_duplicates(
         else:
             ranked = sorted(idxs, key=lambda i: (-scored[i].priority, scored[i].candidate.key))
         win = scored[ranked[0]]
+        w_rule, w_priority = win.candidate.rule, win.priority
         for i in ranked[1:]:
             sc = scored[i]
-            if sc.candidate.rule == win.candidate.rule:
-                why = f"same nodes as another match of {win.candidate.rule}"
-            elif sc.priority == win.priority:
-                why = (
-                    f"same nodes as {win.candidate.rule}, equal priority {sc.priority}: "
-                    f"tie broken by rule name ({win.candidate.rule} < {sc.candidate.rule})"
-                )
-            else:
-                why = (
-                    f"same nodes as {win.candidate.rule} (priority {win.priority} > {sc.priority})"
-                )
+            told = (w_rule, w_priority, sc.candidate.rule, sc.priority)
+            why = texts.get(told)
+            if why is None:
+                why = texts[told] = _duplicate_reason(*told)
             out[i] = relabel(sc, Verdict.DUPLICATE, "duplicate", why)
     return out
 
