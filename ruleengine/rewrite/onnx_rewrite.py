@@ -429,8 +429,12 @@ def _compacted(model: onnx.ModelProto) -> onnx.ModelProto:
     still holds each node it lost (2048 layers: 45 MiB for the input's 88k nodes, the
     fused model alone 23 MiB). Its copy lets the input's memory go once the caller drops
     it, before the check and the rendering of the outputs (where ``fuse`` peaks)."""
-    out = onnxlite.ModelProto()
-    out.ParseFromString(model.SerializeToString())
+    try:
+        data = model.SerializeToString()
+        out = onnxlite.ModelProto()
+        out.ParseFromString(data)
+    except Exception:  # noqa: BLE001 - over protobuf's 2 GiB: emit moves its weights out
+        return model
     return out
 
 

@@ -204,3 +204,35 @@ def test_unknown_verify_mode_is_a_usage_error(tmp_path):
     src = _model_dir(tmp_path)
     with pytest.raises(UsageError, match="verify mode"):
         fuse(src / "m.onnx", [tmp_path / "rules.yaml"], verify=True, verify_mode="halfway")
+
+
+def test_checkable_inputs_equal_make_tensor_value_info():
+    """The graph inputs ``checkable`` writes as protobuf bytes for external tensors equal
+    ``onnx.helper.make_tensor_value_info`` of each (long names, dims over 127, scalars,
+    several element types; an initializer that is already an input is not added twice)."""
+    g = helper.make_graph(
+        [], "g", [helper.make_tensor_value_info("dup", TensorProto.FLOAT, [2])], []
+    )
+    specs = [
+        ("w" * 300, TensorProto.FLOAT, [4096, 11008]),
+        ("b", TensorProto.FLOAT16, [128]),
+        ("s", TensorProto.INT64, []),
+        ("e", TensorProto.BFLOAT16, [0, 3]),
+        ("dup", TensorProto.FLOAT, [2]),
+        ("b2", TensorProto.FLOAT16, [128]),
+    ]
+    for name, dtype, dims in specs:
+        t = g.initializer.add()
+        t.name, t.data_type = name, dtype
+        t.dims.extend(dims)
+        t.data_location = TensorProto.EXTERNAL
+        e = t.external_data.add()
+        e.key, e.value = "location", "w.bin"
+    m = helper.make_model(g)
+    c = weights.checkable(m, limit=1 << 30)
+    want = [helper.make_tensor_value_info("dup", TensorProto.FLOAT, [2])] + [
+        helper.make_tensor_value_info(n, d, s) for n, d, s in specs if n != "dup"
+    ]
+    assert list(c.graph.input) == want
+    assert not c.graph.initializer
+    assert len(m.graph.initializer) == len(specs)  # the model itself is not changed
