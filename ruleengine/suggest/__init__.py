@@ -85,38 +85,61 @@ def suggest(
     )
     dropped += pruned
     for _ in range(REDRAFT_ROUNDS if max_rules is None else 0):
-        short = [k for k, m in enumerate(report) if drafts and m.after + REDRAFT_GAP < m.reach]
-        if not short:
-            break
-        note(f"drafting again for {len(short)} model(s) short of their drafted reach")
-        with tempfile.TemporaryDirectory(prefix="autofusion-suggest-") as tmp:
-            for d in drafts:
-                (Path(tmp) / f"{d.name}.yaml").write_text(d.text, encoding="utf-8")
-            again, more, more_dropped, more_graphs = _draft(
-                [models[k] for k in short],
-                [*rules, tmp],
+        rose = False
+        # one model at a time: drafts that lower another model's coverage do not hold
+        # back the drafts of the rest
+        for k, model in enumerate(models):
+            m = report[k]
+            if not drafts or m.after + REDRAFT_GAP >= m.reach:
+                continue
+            note(f"drafting again for {m.model}: {m.after:.1%}, its drafting reached {m.reach:.1%}")
+            again = _redraft(
+                model,
+                m.model,
+                baseline,
+                drafts,
+                report,
+                rules,
                 preset,
                 target,
                 dims,
                 min_bytes,
-                None,
                 note,
-                names=[report[k].model for k in short],
+                graphs,
             )
-        if not more:
+            if again is not None:
+                baseline, graphs, drafts, report, more_dropped = again
+                dropped += more_dropped
+                rose = True
+        if not rose:
             break
-        # the figures stay those of the rules given; reach: the better of the two rounds
-        reach = {b[1]: b[3] for b in again}
-        merged = [(*b[:3], max(b[3], reach.get(b[1], 0.0)), *b[4:]) for b in baseline]
-        trial = _measure_after(
-            merged, [*drafts, *more], rules, preset, target, dims, note, {**graphs, **more_graphs}
-        )
-        if sum(m.after for m in trial[2]) <= sum(m.after for m in report) + 1e-9:
-            break
-        baseline, graphs = merged, {**graphs, **more_graphs}
-        drafts, report = trial[0], trial[2]
-        dropped += more_dropped + trial[1]
     return Suggestion(tuple(drafts), tuple(dropped), report, target)
+
+
+def _redraft(  # noqa: ANN001, PLR0913
+    model, name, baseline, drafts, report, rules, preset, target, dims, min_bytes, note, graphs
+) -> tuple | None:
+    """Draft again for one model with the drafted rules in use; everything measured and
+    pruned together. The new state (baseline, graphs, drafts, report, dropped) when the
+    coverage summed over the models rises, else None."""
+    with tempfile.TemporaryDirectory(prefix="autofusion-suggest-") as tmp:
+        for d in drafts:
+            (Path(tmp) / f"{d.name}.yaml").write_text(d.text, encoding="utf-8")
+        again, more, more_dropped, more_graphs = _draft(
+            [model], [*rules, tmp], preset, target, dims, min_bytes, None, note, names=[name]
+        )
+    if not more:
+        return None
+    # the figures stay those of the rules given; reach: the better of the two rounds
+    reach = {b[1]: b[3] for b in again}
+    merged = [(*b[:3], max(b[3], reach.get(b[1], 0.0)), *b[4:]) for b in baseline]
+    graphs = {**graphs, **more_graphs}
+    kept, pruned, trial = _measure_after(
+        merged, [*drafts, *more], rules, preset, target, dims, note, graphs
+    )
+    if sum(m.after for m in trial) <= sum(m.after for m in report) + 1e-9:
+        return None
+    return merged, graphs, kept, trial, [*more_dropped, *pruned]
 
 
 def _draft(  # noqa: PLR0913
