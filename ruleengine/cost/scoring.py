@@ -583,41 +583,34 @@ class _TwinScored(ScoredCandidate):
 
     @classmethod
     def like(cls, candidate: Candidate, template: tuple) -> _TwinScored:
-        """A record of ``candidate`` taking ``template``'s priority, verdict, code, cost
-        and ``_redo`` (``like_template``), made without ``__init__`` (10^5 per stack)."""
+        """A record of ``candidate`` taking ``template``'s priority, verdict, code, cost,
+        given reason and ``_redo`` (``like_template``), made without ``__init__`` (10^5
+        per stack). The one place a lazy record's slots are written (``relabel`` too)."""
         # one object.__setattr__ per field, not _put_fields: its keyword dict and loop
         # were ~40% of this function's time, 10^5-10^6 calls a stack
         obj = object.__new__(cls)
         put = object.__setattr__
-        priority, verdict, code, cost, redo = template
+        priority, verdict, code, cost, given, redo = template
         put(obj, "candidate", candidate)
         put(obj, "priority", priority)
         put(obj, "verdict", verdict)
         put(obj, "code", code)
         put(obj, "cost", cost)
-        put(obj, "_given", None)
+        put(obj, "_given", given)  # None: the scoring's own reason
         put(obj, "_redo", redo)
         return obj
 
     @staticmethod
     def like_template(base: ScoredCandidate, redo: tuple) -> tuple:
-        return (base.priority, base.verdict, base.code, base.cost, redo)
+        return (base.priority, base.verdict, base.code, base.cost, None, redo)
 
     def relabel(self, verdict: Verdict, code: str, reason: str) -> _TwinScored:
         """``replace(self, verdict=, code=, reason=)`` without computing the details."""
         if getattr(self, "_lazy", None) is not None:
             return replace(self, verdict=verdict, code=code, reason=reason)
-        # what ``__init__`` with ``_redo`` sets, without its keyword loop (10^4 per stack)
-        obj = object.__new__(_TwinScored)
-        put = object.__setattr__
-        put(obj, "candidate", self.candidate)
-        put(obj, "priority", self.priority)
-        put(obj, "verdict", verdict)
-        put(obj, "code", code)
-        put(obj, "cost", self.cost)
-        put(obj, "_given", reason)
-        put(obj, "_redo", self._redo)
-        return obj
+        return _TwinScored.like(
+            self.candidate, (self.priority, verdict, code, self.cost, reason, self._redo)
+        )
 
     def _words(self) -> tuple[str, Mapping[str, object]]:
         got = getattr(self, "_lazy", None)
