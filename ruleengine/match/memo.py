@@ -42,9 +42,8 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
-from itertools import repeat
 from operator import itemgetter
 from typing import Any
 
@@ -563,6 +562,17 @@ class _Translated(Candidate):
         put(obj, "_o", o)
         return obj
 
+    @classmethod
+    def make_nodes(cls, rule: str, nodes: tuple, alternative: int, o: _Outcome) -> _Translated:
+        """``make((rule, nodes, alternative), o)`` without the key tuple."""
+        obj = object.__new__(cls)
+        put = object.__setattr__
+        put(obj, "rule", rule)
+        put(obj, "alternative", alternative)
+        put(obj, "_nodes", nodes)
+        put(obj, "_o", o)
+        return obj
+
     @property
     def _v(self) -> int:
         """The member this translates the representative's binding onto."""
@@ -756,28 +766,30 @@ def find_memo(
 
 
 def _twins(
-    st: Structure, origins: Sequence[tuple[int, _Outcome, int]], own: Mapping[int, int]
+    st: Structure,
+    index: np.ndarray,
+    outs: Sequence[_Outcome],
+    which: np.ndarray,
+    vs: np.ndarray,
+    own: Mapping[int, int],
 ) -> TwinMap:
     """Candidate index -> (index of the representative's candidate it translates, offset),
     for members whose signatures agree over the whole index span of the representative's
-    candidates (costing reads paths inside a group's span: convexity). ``origins``: the
-    translated candidates (index, outcome, member); ``own``: id of a representative's
-    own candidate -> its index."""
-    if not origins:
+    candidates (costing reads paths inside a group's span: convexity). The translated
+    candidates as rows: ``index[k]`` translates outcome ``outs[which[k]]`` onto member
+    ``vs[k]``; ``own``: id of a representative's own candidate -> its index."""
+    if not len(index):
         return TwinMap((), (), ())
-    outs = list(map(_SECOND, origins))
-    # per distinct outcome (a few thousand): its representative, span and own candidate
-    distinct = {id(o): o for o in outs}
+    by = np.argsort(index, kind="stable")  # candidate index ascending
+    index, which, vs = index[by], which[by], vs[by]
+    # per outcome (a few thousand): its representative, span and own candidate
     spans: dict[int, tuple[int, int]] = {}
-    for o in distinct.values():
+    for o in outs:
         lo, hi = spans.get(o.anchor, (0, 0))
         spans[o.anchor] = (min(lo, *o.offs), max(hi, *o.offs))
-    n_o = len(outs)
-    anchors = np.fromiter((o.anchor for o in distinct.values()), dtype=np.int64)
-    source = np.fromiter((own.get(id(o.candidate), -1) for o in distinct.values()), dtype=np.int64)
-    slot = {k: i for i, k in enumerate(distinct)}
-    which = np.fromiter(map(slot.__getitem__, map(id, outs)), dtype=np.int64, count=n_o)
-    vs = np.fromiter(map(_THIRD, origins), dtype=np.int64, count=n_o)
+    n_o = len(index)
+    anchors = np.fromiter((o.anchor for o in outs), dtype=np.int64, count=len(outs))
+    source = np.fromiter((own.get(id(o.candidate), -1) for o in outs), np.int64, len(outs))
     at = anchors[which]
     sig = st.sig
     n = len(sig)
@@ -799,7 +811,6 @@ def _twins(
         alike[rows] = good[back.reshape(-1)]
     src = source[which]
     keep = np.flatnonzero(alike & (src >= 0))
-    index = np.fromiter(map(_FIRST, origins), dtype=np.int64, count=n_o)
     return TwinMap(index[keep], src[keep], vs[keep] - at[keep])
 
 
@@ -870,16 +881,30 @@ class _KeyRows:
                 flat = np.asarray(o.flat, dtype=np.int64)
                 at = vs[:, None] + flat[None, :]
                 nodes[rows[:, None], np.arange(len(flat))[None, :]] = rank[at] + 1
-        self.rules = np.fromiter(
-            map(rule_rank.__getitem__, map(_FIRST, keys)), dtype=np.int32, count=n
-        )
+        rules = np.fromiter(map(rule_rank.__getitem__, map(_FIRST, keys)), dtype=np.int32, count=n)
         alts = np.fromiter(map(_THIRD, keys), dtype=np.int32, count=n)
+        self._setup(nodes, rules, alts, keep_keys)
+
+    @classmethod
+    def from_ranks(
+        cls, nodes: np.ndarray, alts: np.ndarray, rule_rank: int, keep_keys: bool = False
+    ) -> _KeyRows:
+        """Keys of one rule given as rows: ``nodes`` (int32) each node's name rank + 1,
+        0 padding; ``alts`` the alternatives (``nodes`` is taken over)."""
+        obj = object.__new__(cls)
+        rules = np.full(len(nodes), rule_rank, dtype=np.int32)
+        obj._setup(nodes, rules, np.asarray(alts, dtype=np.int32), keep_keys)
+        return obj
+
+    def _setup(self, nodes: np.ndarray, rules: np.ndarray, alts: np.ndarray, keep: bool) -> None:
+        n, width = nodes.shape
+        self.rules = rules
         # key order: rule, then the node ranks column by column, then the alternative
         columns = [alts, *(nodes[:, j] for j in range(width - 1, -1, -1)), self.rules]
         self.order = np.lexsort(columns) if n else np.zeros(0, dtype=np.int64)
         # the key rows, for ``merge_points`` and ``distinct_nodes`` (when asked:
         # transient memory, per rule)
-        self.keys, self.alts = (nodes.copy(), alts) if keep_keys else (None, None)
+        self.keys, self.alts = (nodes.copy(), alts) if keep else (None, None)
         # node sets: the ranks sorted, padding last
         nodes[nodes == 0] = _PAD_LAST
         nodes.sort(axis=1)
@@ -894,7 +919,7 @@ class _KeyRows:
         return np.column_stack((self.rules, sets))
 
     def first_per_set(
-        self, codes: Sequence[str] | None = None, outside: _KeyRows | None = None
+        self, codes: Sequence[str] | np.ndarray | None = None, outside: _KeyRows | None = None
     ) -> list[int]:
         """Key indices, in key order, of the first key per (rule, node set) (and code,
         when given), leaving out the node sets ``outside`` has for the same rule."""
@@ -907,7 +932,9 @@ class _KeyRows:
         if outside is not None and len(outside.order):
             ids = _row_ids(np.vstack((rows, outside._set_rows(width))))
             keep = ~np.isin(ids[:n], ids[n:])
-        if codes is not None:
+        if isinstance(codes, np.ndarray):  # code ids already
+            rows = np.column_stack((rows, codes.astype(np.int32)))
+        elif codes is not None:
             code_id = {c: k for k, c in enumerate(sorted(set(codes)))}
             rows = np.column_stack(
                 (rows, np.fromiter((code_id[c] for c in codes), dtype=np.int32, count=n))
@@ -941,6 +968,178 @@ class _KeyRows:
         before = np.cumsum(~theirs_at)  # keys of ``mine`` up to each place in key order
         out = np.empty(len(b), dtype=np.int64)
         out[order[theirs_at] - len(a)] = before[theirs_at]
+        return out
+
+
+class _RuleRows:
+    """One rule's bindings as int rows, de-duplicated as the plain matcher does: per
+    candidate key the first row in row order, candidates before near misses; then per
+    node set the first key in key order (``_KeyRows``). A translated binding is a row
+    (outcome, member): its key's nodes are ``member + outcome.flat`` (node positions,
+    compared in numpy); a row checked directly (fan-out siblings) is one of ``own``.
+    Records are made for the winners only, when asked (``candidates``, ``near_misses``)."""
+
+    def __init__(
+        self,
+        name: str,
+        outs: list[_Outcome],
+        blocks: list[Any],
+        own: list[tuple],
+        label: Sequence[str],
+        label_arr: np.ndarray,
+        rank_p: np.ndarray,
+        pos: Mapping[str, int],
+        rule_rank: int,
+        redo: tuple,
+    ) -> None:
+        self.name, self.outs, self.own, self.label_arr, self.redo = name, outs, own, label_arr, redo
+        lens = np.fromiter(map(len, blocks), dtype=np.int64, count=len(blocks))
+        n_t = int(lens.sum())
+        self.n_t = n_t
+        self.eo = eo = np.repeat(np.arange(len(outs), dtype=np.int64), lens)
+        self.ev = np.concatenate(blocks) if blocks else np.zeros(0, dtype=np.int64)
+        n = n_t + len(own)
+        width = max(
+            max((len(o.flat) for o in outs), default=0),
+            max((len(x[2].nodes) for x in own), default=0),
+        )
+        at = np.full((n, width), -1, dtype=np.int32)  # node positions, -1 pads
+        start = 0
+        for o, vs in zip(outs, blocks, strict=True):
+            end = start + len(vs)
+            at[start:end, : len(o.flat)] = vs[:, None] + np.asarray(o.flat, dtype=np.int64)
+            start = end
+        alts = np.empty(n, dtype=np.int32)
+        is_c = np.empty(n, dtype=bool)
+        texts = {o.code or "" for o in outs} | {x[3] or "" for x in own}
+        codes = {c: k for k, c in enumerate(sorted(texts))}
+        code = np.empty(n, dtype=np.int32)
+        if outs:
+            alts[:n_t] = np.fromiter((o.alternative for o in outs), np.int32, len(outs))[eo]
+            is_c[:n_t] = np.fromiter((o.code is None for o in outs), bool, len(outs))[eo]
+            code[:n_t] = np.fromiter((codes[o.code or ""] for o in outs), np.int32, len(outs))[eo]
+        for j, (_v, _row, cand, c, _reason) in enumerate(own, n_t):
+            ns = cand.nodes
+            at[j, : len(ns)] = [pos[x] for x in ns]
+            alts[j] = cand.alternative
+            is_c[j] = c is None
+            code[j] = codes[c or ""]
+        # one id per distinct key (alternative and node positions; -1 pads, so a shorter
+        # tuple is another key); per key the first row in row order
+        ids = _row_ids(np.column_stack((alts, at)))
+        c_win = self._first_rows(ids, np.flatnonzero(is_c), label)
+        n_win = self._first_rows(ids, np.flatnonzero(~is_c), label)
+        n_win = n_win[~np.isin(ids[n_win], ids[c_win])]  # a candidate key wins
+        # per node set the first key in key order, keys as rows of name ranks
+        c_rows = _KeyRows.from_ranks(rank_p[at[c_win]], alts[c_win], rule_rank, keep_keys=True)
+        c_won = c_rows.first_per_set()
+        self.c_sel = c_win[c_won] if len(c_won) else np.zeros(0, dtype=np.int64)
+        self.matched = c_rows.distinct_nodes(c_won) if len(c_won) else 0
+        self.near_matched = 0
+        self.n_sel = None
+        if len(n_win):
+            n_rows = _KeyRows.from_ranks(rank_p[at[n_win]], alts[n_win], rule_rank, keep_keys=True)
+            n_won = n_rows.first_per_set(code[n_win], outside=c_rows)
+            self.n_sel = n_win[n_won] if len(n_won) else np.zeros(0, dtype=np.int64)
+            self.near_at = c_rows.merge_points(c_won, n_rows, n_won)
+            if len(n_won):
+                self.near_matched = n_rows.distinct_nodes(n_won)
+
+    def _row(self, i: int, label: Sequence[str]) -> tuple:
+        if i >= self.n_t:
+            return self.own[i - self.n_t][1]
+        o, v = self.outs[self.eo[i]], int(self.ev[i])
+        return (o.combo, *(label[v + k] for k in o.offs))
+
+    def _first_rows(self, ids: np.ndarray, idx: np.ndarray, label: Sequence[str]) -> np.ndarray:
+        """Of the rows ``idx``: per key id, the first in row order (rows are spelled out
+        only where two share a key)."""
+        if not len(idx):
+            return idx
+        order = np.argsort(ids[idx], kind="stable")
+        srt = ids[idx][order]
+        starts = np.flatnonzero(np.r_[True, srt[1:] != srt[:-1]])
+        win = idx[order[starts]]
+        sizes = np.diff(np.r_[starts, len(srt)])
+        for g in np.flatnonzero(sizes > 1).tolist():
+            rows = idx[order[starts[g] : starts[g] + sizes[g]]].tolist()
+            win[g] = min(rows, key=lambda i: self._row(i, label))
+        return win
+
+    def _by_outcome(self, sel: np.ndarray) -> Iterator[tuple[_Outcome, list[int], Any, list]]:
+        """The translated rows among ``sel`` grouped by outcome: (outcome, their places
+        in ``sel``, their members, their node names per row)."""
+        tr = np.flatnonzero(sel < self.n_t)
+        if not len(tr):
+            return
+        u = self.eo[sel[tr]]
+        v = self.ev[sel[tr]]
+        by = np.argsort(u, kind="stable")
+        cuts = np.flatnonzero(u[by][1:] != u[by][:-1]) + 1
+        for rows in np.split(by, cuts):
+            o = self.outs[int(u[rows[0]])]
+            vs = v[rows]
+            names = self.label_arr[vs[:, None] + np.asarray(o.flat, dtype=np.int64)].tolist()
+            yield o, tr[rows].tolist(), vs, names
+
+    def candidates(
+        self, site: tuple, base: int, own: dict[int, int]
+    ) -> tuple[list[Candidate], tuple | None]:
+        """The winning candidates' records in key order (the first at index ``base``),
+        and the translated ones as (their indices, the outcomes, each one's outcome,
+        each one's member); ``own`` gets the index of each representative's own."""
+        sel = self.c_sel
+        out: list[Any] = [None] * len(sel)
+        for k in np.flatnonzero(sel >= self.n_t).tolist():
+            out[k] = self.own[int(sel[k]) - self.n_t][2]
+        index: list[Any] = []
+        which: list[Any] = []
+        vs_l: list[Any] = []
+        outs: list[_Outcome] = []
+        name = self.name
+        make = _Translated.make_nodes
+        for o, places, vs, names in self._by_outcome(sel):
+            alt = o.alternative
+            at_anchor = vs == o.anchor
+            if at_anchor.any():
+                k = places[int(np.flatnonzero(at_anchor)[0])]
+                out[k] = o.candidate
+                own[id(o.candidate)] = base + k
+            o.site = site
+            keep = np.flatnonzero(~at_anchor)
+            got = (places[j] for j in keep.tolist())
+            kept = (names[j] for j in keep.tolist())
+            for k, nm in zip(got, kept, strict=True):
+                out[k] = make(name, tuple(nm), alt, o)
+            if len(keep):
+                index.append(base + np.asarray(places, dtype=np.int64)[keep])
+                which.append(np.full(len(keep), len(outs), dtype=np.int64))
+                vs_l.append(vs[keep])
+                outs.append(o)
+        if not outs:
+            return out, None
+        return out, (np.concatenate(index), outs, np.concatenate(which), np.concatenate(vs_l))
+
+    def near_misses(self, site: tuple) -> list[NearMiss]:
+        """The winning near misses' records, in key order."""
+        sel = self.n_sel
+        out: list[Any] = [None] * len(sel)
+        for k in np.flatnonzero(sel >= self.n_t).tolist():
+            _v, _row, cand, code, reason = self.own[int(sel[k]) - self.n_t]
+            out[k] = NearMiss(cand, code, reason)
+        graph, rule, combos, aliases, plans = self.redo
+        name = self.name
+        make = _Translated.make_nodes
+        for o, places, vs, names in self._by_outcome(sel):
+            alt, code = o.alternative, o.code
+            conc = combos[o.combo]
+            redo = (graph, rule, conc, aliases, plans[conc.alternative])
+            o.site = site
+            for k, v, nm in zip(places, vs.tolist(), names, strict=True):
+                if v == o.anchor:
+                    out[k] = NearMiss(o.candidate, code, o.reason or "")
+                else:
+                    out[k] = _MappedNearMiss(make(name, tuple(nm), alt, o), code, redo)
         return out
 
 
@@ -1002,10 +1201,13 @@ def _match_window(
     label = [n.name for n in nodes]
     label_arr = np.array(label, dtype=object)
     redo: set[str] = set()
-    # per rule: the winning (key, entry) of each candidate key, and of each near-miss
-    # key that is no candidate key (keys and entries kept side by side: a key is a
-    # tuple, whose hash Python recomputes at every dict lookup)
-    per_rule: dict[str, tuple] = {}
+    # keys are ordered as rows of name ranks: rank + 1 per node position, 0 for the
+    # padding (position -1, the last entry)
+    rank_p = np.zeros(len(nodes) + 1, dtype=np.int32)
+    rank_p[sorted(range(len(nodes)), key=label.__getitem__)] = np.arange(1, len(nodes) + 1)
+    rule_rank = {name: k for k, name in enumerate(sorted(r.name for r in rules))}
+    # per rule: its bindings as int rows, de-duplicated (``_RuleRows``)
+    per_rule: dict[str, _RuleRows] = {}
     for rule in rules:
         head, _arity, combos = prog.rules[rule.name]
         plans: dict[int, tuple] = {}
@@ -1046,164 +1248,114 @@ def _match_window(
             continue
         # Every binding (the representatives' and the translated ones): per subgraph
         # (candidate key) the plain matcher keeps the first row, in row order, that is a
-        # candidate, else the first that is a near miss. Rows are compared only when two
-        # give the same key, so no row is spelled out otherwise.
+        # candidate, else the first that is a near miss. The translated bindings are
+        # int rows (outcome, member): their keys are compared as rows of node positions
+        # (numpy), and rows are spelled out only where two give the same key.
         name = rule.name
         sibs: dict[str, tuple] = {}
         for outs in per_rep.values():
             for o in outs:
                 if o.combo not in sibs:
                     sibs[o.combo] = _sibling_groups(prog, name, combos[o.combo])
-        best_c: dict[tuple, tuple] = {}
-        best_n: dict[tuple, tuple] = {}
-
-        def row_of(entry: tuple) -> tuple:
-            o, v = entry[0], entry[1]
-            if o is None:
-                return entry[2]
-            return (o.combo, *(label[v + k] for k in o.offs))
-
-        def offer(best: dict[tuple, tuple], key: tuple, entry: tuple) -> None:
-            prev = best.get(key)
-            if prev is None:
-                best[key] = entry
-            elif row_of(entry) < row_of(prev):
-                best[key] = entry
-
+        outs_r: list[_Outcome] = []  # this rule's outcomes
+        blk_v: list[Any] = []  # per outcome: the members it is translated onto
+        # rows checked directly (fan-out siblings in another name order at a member):
+        # (member, row, candidate, code, reason)
+        own_rows: list[tuple] = []
         for r, outs in per_rep.items():
             # the representative and its members, all bindings of one outcome at once
             vs = np.fromiter((r, *members.get(r, ())), dtype=np.int64)
-            at = vs.tolist()
-            for o in _undercut(outs, sibs) if len(at) > 1 else outs:
+            for o in _undercut(outs, sibs) if len(vs) > 1 else outs:
                 groups = sibs[o.combo]
-                keys = label_arr[vs[:, None] + np.asarray(o.flat, dtype=np.int64)].tolist()
-                best = best_c if o.code is None else best_n
-                alt = o.alternative
+                take = vs
                 if groups:
-                    order = _sibling_order(label_arr, vs, o, groups)
-                    for t, v in enumerate(at):
-                        if t and not order[t]:
-                            # fan-out siblings are bound in name order (``<`` in Datalog):
-                            # here the names sort the other way, so this is another row,
-                            # checked directly
-                            row = _reorder((o.combo, *(label[v + k] for k in o.offs)), groups)
-                            conc = combos[o.combo]
-                            plan = plans[conc.alternative]
-                            lean = conc.single_nodes and _nothing_per_op(plan)
-                            try:
-                                cand, bindings = _build(graph, rule, conc, list(row[1:]), lean=lean)
-                            except _Reject:
-                                continue
-                            try:
-                                _check(graph, rule, conc, cand, bindings, aliases, plan)
-                            except _Reject as rej:
-                                offer(best_n, cand.key, (None, v, row, cand, rej.code, rej.reason))
-                                continue
-                            offer(best_c, cand.key, (None, v, row, cand, None, None))
+                    in_order = np.asarray(_sibling_order(label_arr, vs, o, groups), dtype=bool)
+                    in_order[0] = True
+                    take = vs[in_order]
+                    for v in vs[~in_order].tolist():
+                        # fan-out siblings are bound in name order (``<`` in Datalog):
+                        # here the names sort the other way, so this is another row,
+                        # checked directly
+                        row = _reorder((o.combo, *(label[v + k] for k in o.offs)), groups)
+                        conc = combos[o.combo]
+                        plan = plans[conc.alternative]
+                        lean = conc.single_nodes and _nothing_per_op(plan)
+                        try:
+                            cand, bindings = _build(graph, rule, conc, list(row[1:]), lean=lean)
+                        except _Reject:
                             continue
-                        offer(best, (name, tuple(keys[t]), alt), (o, v))
-                    continue
-                # keys and entries made by C-level maps; when no key of this outcome is
-                # taken yet (the common case) they go in at once
-                fresh = dict(
-                    zip(
-                        zip(repeat(name), map(tuple, keys), repeat(alt)),
-                        zip(repeat(o), at),
-                        strict=True,
-                    )
-                )
-                if len(fresh) == len(at) and best.keys().isdisjoint(fresh):
-                    best.update(fresh)
-                    continue
-                setdefault = best.setdefault
-                for v, k in zip(at, keys, strict=True):
-                    entry = (o, v)
-                    key = (name, tuple(k), alt)
-                    prev = setdefault(key, entry)
-                    if prev is not entry and row_of(entry) < row_of(prev):
-                        best[key] = entry
-        n_items = [(key, entry) for key, entry in best_n.items() if key not in best_c]
-        if best_c or n_items:
-            per_rule[name] = (
-                list(best_c),
-                list(best_c.values()),
-                [key for key, _ in n_items],
-                [entry for _, entry in n_items],
-                rule,
-                combos,
-                plans,
+                        try:
+                            _check(graph, rule, conc, cand, bindings, aliases, plan)
+                        except _Reject as rej:
+                            own_rows.append((v, row, cand, rej.code, rej.reason))
+                            continue
+                        own_rows.append((v, row, cand, None, None))
+                blk_v.append(take)
+                outs_r.append(o)
+        if outs_r or own_rows:
+            per_rule[name] = _RuleRows(
+                name,
+                outs_r,
+                blk_v,
+                own_rows,
+                label,
+                label_arr,
+                rank_p,
+                pos,
+                rule_rank[name],
+                (graph, rule, combos, aliases, plans),
             )
     t3 = time.perf_counter()
     # same de-duplication as the plain matcher: per rule and node set the first key in
-    # key order; records are made for the winners only. Keys are ordered and compared
-    # as rows of name ranks (numpy), not as tuples of names.
-    rank = np.empty(len(nodes), dtype=np.int64)
-    rank[sorted(range(len(nodes)), key=label.__getitem__)] = np.arange(len(nodes))
-    rule_rank = {name: k for k, name in enumerate(sorted(r.name for r in rules))}
-    # rule by rule (keys of two rules never tie: the rule name comes first), in rule
-    # name order: each rule's rows are only as wide as its own keys
-    won: list[tuple[tuple, tuple]] = []
-    near_won: list[tuple] = []
+    # key order; records are made for the winners only (``_rule_rows``). Rule by rule in
+    # rule name order (keys of two rules never tie: the rule name comes first).
+    final_l: list[Candidate] = []
+    near_l: list[NearMiss] = []
     # per rule's near misses: where they fall among the candidates (cost merges by it)
     near_at: list[Any] = []
     matched: dict[str, int] = {}
     near_matched: dict[str, int] = {}
+    site = (graph, label, pos)  # where translated records spell their names
+    # translated candidates (not a representative's own): index, outcome, member
+    t_index: list[Any] = []
+    t_outs: list[_Outcome] = []
+    t_which: list[Any] = []
+    t_vs: list[Any] = []
+    own: dict[int, int] = {}  # id of a representative's own candidate -> its index
     for name in sorted(per_rule):
-        c_keys, c_entries, n_keys, n_entries, rule, combos, plans = per_rule[name]
-        c_rows = _KeyRows(c_keys, c_entries, rank, pos, rule_rank, keep_keys=True)
-        c_won = c_rows.first_per_set()
-        before = len(won)
-        won.extend((c_keys[i], c_entries[i]) for i in c_won)
-        if c_won:
-            matched[name] = c_rows.distinct_nodes(c_won)
-        if n_keys:
-            codes = [e[4] if e[0] is None else e[0].code for e in n_entries]
-            n_rows = _KeyRows(n_keys, n_entries, rank, pos, rule_rank, keep_keys=True)
-            n_won = n_rows.first_per_set(codes, outside=c_rows)
-            near_won.extend((n_keys[i], n_entries[i], rule, combos, plans) for i in n_won)
-            near_at.append(before + c_rows.merge_points(c_won, n_rows, n_won))
-            if n_won:
-                near_matched[name] = n_rows.distinct_nodes(n_won)
-            del n_rows
-        del c_rows
+        got = per_rule.pop(name)
+        base = len(final_l)
+        cands, origin = got.candidates(site, base, own)
+        final_l.extend(cands)
+        if origin is not None:
+            t_index.append(origin[0])
+            t_which.append(origin[2] + len(t_outs))
+            t_vs.append(origin[3])
+            t_outs.extend(origin[1])
+        if got.n_sel is not None:
+            near_l.extend(got.near_misses(site))
+            near_at.append(base + got.near_at)
+        if got.matched:
+            matched[name] = got.matched
+        if got.near_matched:
+            near_matched[name] = got.near_matched
     # per rule, its distinct node tuples (what the plan counts as its matches), rules in
     # the order candidates then near misses first show them; a near miss never has a
     # candidate's node set (``first_per_set(outside=)``), so the two counts add up
     for name, k in near_matched.items():
         matched[name] = matched.get(name, 0) + k
-    final_l: list[Candidate] = []
-    site = (graph, label, pos)  # where translated records spell their names
-    origins: list[tuple[int, _Outcome, int]] = []
-    own: dict[int, int] = {}  # id of a representative's own candidate -> its index
-    for key, entry in won:
-        o, v = entry[0], entry[1]
-        if o is None:
-            cand = entry[3]
-        elif v == o.anchor:
-            cand = o.candidate
-            own[id(cand)] = len(final_l)
-        else:
-            o.site = site
-            cand = _Translated.make(key, o)
-            origins.append((len(final_l), o, v))
-        final_l.append(cand)
     final = tuple(final_l)
-    near_l: list[NearMiss] = []
-    shared: dict[int, tuple] = {}  # per outcome: what its near misses re-check with
-    for key, entry, rule, combos, plans in near_won:
-        o, v = entry[0], entry[1]
-        if o is None:
-            near_l.append(NearMiss(entry[3], entry[4], entry[5]))
-        elif v == o.anchor:
-            near_l.append(NearMiss(o.candidate, o.code, o.reason or ""))
-        else:
-            redo = shared.get(id(o))
-            if redo is None:
-                o.site = site
-                conc = combos[o.combo]
-                redo = shared[id(o)] = (graph, rule, conc, aliases, plans[conc.alternative])
-            near_l.append(_MappedNearMiss(_Translated.make(key, o), o.code, redo))
-    twins = _twins(st, origins, own)
+    if t_index:
+        twins = _twins(
+            st,
+            np.concatenate(t_index),
+            t_outs,
+            np.concatenate(t_which),
+            np.concatenate(t_vs),
+            own,
+        )
+    else:
+        twins = TwinMap((), (), ())
     t4 = time.perf_counter()
     if stats is not None:
         stats.update(

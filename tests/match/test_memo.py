@@ -266,10 +266,14 @@ def test_twins_equal_the_per_candidate_reference(rule_set, monkeypatch) -> None:
     calls = []
     fast = memo._twins
 
-    def both(st, origins, own):
-        got = fast(st, origins, own)
+    def both(st, index, outs, which, vs, own):
+        got = fast(st, index, outs, which, vs, own)
+        origins = sorted(
+            zip(index.tolist(), [outs[k] for k in which.tolist()], vs.tolist(), strict=True),
+            key=lambda t: t[0],
+        )
         want = _twins_reference(st, origins, own)
-        assert list(got.items()) == list(want.items())
+        assert list(got.items()) == sorted(want.items())
         calls.append(len(got))
         return got
 
@@ -316,3 +320,85 @@ def test_memo_result_says_where_near_misses_fall(rule_set) -> None:
     assert found.near_at.tolist() == [
         bisect.bisect_left(keys, n.candidate.key) for n in found.near_misses
     ]
+
+
+def _rows_reference(rule: str, outs, blocks, names) -> tuple[list, list]:
+    """What ``_RuleRows`` picks, as first written: per key (rule, node names,
+    alternative) the least row (combo, row names), candidates before near misses, then
+    per node set (and code) the first key in key order, no near miss on a candidate's
+    node set. Returns [(key, winning combo)] and [(key, code, winning combo)]."""
+    best_c: dict[tuple, tuple] = {}
+    best_n: dict[tuple, tuple] = {}
+    for o, vs in zip(outs, blocks, strict=True):
+        for v in vs.tolist():
+            key = (rule, tuple(names[v + k] for k in o.flat), o.alternative)
+            row = (o.combo, *(names[v + k] for k in o.offs))
+            best = best_c if o.code is None else best_n
+            if key not in best or row < best[key][0]:
+                best[key] = (row, o)
+    near = {k: e for k, e in best_n.items() if k not in best_c}
+    c_sets = {frozenset(k[1]) for k in best_c}
+    cands, seen = [], set()
+    for k in sorted(best_c):
+        if frozenset(k[1]) not in seen:
+            seen.add(frozenset(k[1]))
+            cands.append((k, best_c[k][1].combo))
+    nears, seen_n = [], set()
+    for k in sorted(near):
+        o = near[k][1]
+        s = frozenset(k[1])
+        if s not in c_sets and (s, o.code) not in seen_n:
+            seen_n.add((s, o.code))
+            nears.append((k, o.code, o.combo))
+    return cands, nears
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_rule_rows_pick_like_key_tuples(seed: int) -> None:
+    """The matcher's de-duplication on int rows (outcome, member) picks the candidates
+    and near misses a dict of key tuples picks: keys shared by several rows (the least
+    row wins), near misses on a candidate's key or node set, node orders, alternatives,
+    and names whose order differs from their position (l10 < l9)."""
+    import random
+
+    from ruleengine.match.model import Candidate
+
+    rng = random.Random(seed)
+    names = [f"l{i}_{op}" for i in range(14) for op in ("mm", "add", "mul")]
+    pos = {n: i for i, n in enumerate(names)}
+    label_arr = np.array(names, dtype=object)
+    rank_p = np.zeros(len(names) + 1, dtype=np.int32)
+    rank_p[sorted(range(len(names)), key=names.__getitem__)] = np.arange(1, len(names) + 1)
+    outs, blocks = [], []
+    for _ in range(40):
+        flat = tuple(rng.sample(range(-2, 3), rng.randint(1, 3)))
+        offs = tuple(rng.sample(flat, len(flat)))
+        anchor = rng.randrange(2, len(names) - 2)
+        alt, code = rng.randint(0, 1), rng.choice([None, None, "x", "y"])
+        cand = Candidate("r", alt, (tuple(names[anchor + k] for k in flat),), (), ())
+        o = memo._Outcome(
+            anchor, rng.choice(["c0", "c1", "c2"]), offs, cand, code, None, (flat,), (), ()
+        )
+        members = [v for v in range(2, len(names) - 2) if v != anchor and rng.random() < 0.3]
+        outs.append(o)
+        blocks.append(np.asarray([anchor, *members], dtype=np.int64))
+    from types import SimpleNamespace
+
+    combos = {c: SimpleNamespace(alternative=0) for c in ("c0", "c1", "c2")}
+    redo = (None, None, combos, None, {0: None})  # what a near miss's reason is read with
+    rows = memo._RuleRows("r", outs, blocks, [], names, label_arr, rank_p, pos, 0, redo)
+    own: dict[int, int] = {}
+    site = (None, names, pos)
+    cands, _origin = rows.candidates(site, 0, own)
+    by_cand = {id(o.candidate): o for o in outs}
+
+    def combo(c) -> str:
+        return c._o.combo if isinstance(c, memo._Translated) else by_cand[id(c)].combo
+
+    want_c, want_n = _rows_reference("r", outs, blocks, names)
+    assert [(c.key, combo(c)) for c in cands] == want_c
+    nears = rows.near_misses(site) if rows.n_sel is not None else []
+    assert [(n.candidate.key, n.code, combo(n.candidate)) for n in nears] == want_n
+    assert rows.matched + rows.near_matched == len({k[1] for k, _ in want_c}) + len(
+        {k[1] for k, _, _ in want_n}
+    )
