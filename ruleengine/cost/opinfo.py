@@ -25,14 +25,26 @@ def size_table(graph: Graph) -> dict[str, _Entry]:
     if hit is not None and hit[0] is graph:
         return hit[1]
     table: dict[str, _Entry] = {}
+    # tensors of one shape and dtype share their entry (the 10^5 tensors of a stack
+    # have a few hundred): computed once per (shape, dtype, dim types)
+    known: dict[tuple, _Entry] = {}
     for name, t in graph.tensors.items():
         shape = t.shape
-        static = None
-        if shape is not None and all(isinstance(d, int) for d in shape):
-            static = tuple(int(d) for d in shape)  # type: ignore[arg-type]
-        item = DTYPE_SIZES.get(t.dtype or "")
-        size = math.prod(static) * item if static is not None and item is not None else None
-        table[name] = (static, item, size)
+        try:
+            key = (shape, t.dtype, None if shape is None else tuple(map(type, shape)))
+            entry = known.get(key)
+        except TypeError:  # an unhashable shape
+            key, entry = None, None
+        if entry is None:
+            static = None
+            if shape is not None and all(isinstance(d, int) for d in shape):
+                static = tuple(int(d) for d in shape)  # type: ignore[arg-type]
+            item = DTYPE_SIZES.get(t.dtype or "")
+            size = math.prod(static) * item if static is not None and item is not None else None
+            entry = (static, item, size)
+            if key is not None:
+                known[key] = entry
+        table[name] = entry
     if len(_SIZES) > 8:
         _SIZES.clear()
     _SIZES[id(graph)] = (graph, table)
@@ -99,12 +111,18 @@ def node_kinds(graph: Graph) -> dict[str, int]:
     hit = _KINDS.get(id(graph))
     if hit is not None and hit[0] is graph:
         return hit[1]
-    kinds = {
-        n.name: (VIEW if is_view(n) else 0)
-        | (CUBE if is_cube(n) else 0)
-        | (REDUCE if is_reduce(n) else 0)
-        for n in graph.nodes
-    }
+    by_op: dict[tuple[str, str], int] = {}  # the bits depend on domain and op type only
+    kinds: dict[str, int] = {}
+    for n in graph.nodes:
+        op = (n.domain, n.op_type)
+        bits = by_op.get(op)
+        if bits is None:
+            bits = by_op[op] = (
+                (VIEW if is_view(n) else 0)
+                | (CUBE if is_cube(n) else 0)
+                | (REDUCE if is_reduce(n) else 0)
+            )
+        kinds[n.name] = bits
     if len(_KINDS) > 8:
         _KINDS.clear()
     _KINDS[id(graph)] = (graph, kinds)
