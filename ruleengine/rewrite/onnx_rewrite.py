@@ -423,18 +423,27 @@ def _rewrite(
     return out
 
 
+# Protobuf's parser (upb) refuses a message over 2 GiB with a DecodeError ("Error parsing
+# message with type 'onnx.ModelProto'", measured at 2**31 + 5 bytes; 2**31 parses) while
+# its serializer writes one (upb has no size limit on encoding). A model that large is
+# kept as it is rather than parsed back: the size is tested, no exception is caught.
+_PARSE_LIMIT_BYTES = 2**31
+
+
 def _compacted(model: onnx.ModelProto) -> onnx.ModelProto:
     """The same model in a new message of its own. Protobuf (upb) keeps every part of a
     message in one arena until the whole message is freed: a model rewritten in place
     still holds each node it lost (2048 layers: 45 MiB for the input's 88k nodes, the
     fused model alone 23 MiB). Its copy lets the input's memory go once the caller drops
-    it, before the check and the rendering of the outputs (where ``fuse`` peaks)."""
-    try:
-        data = model.SerializeToString()
-        out = onnxlite.ModelProto()
-        out.ParseFromString(data)
-    except Exception:  # noqa: BLE001 - over protobuf's 2 GiB: emit moves its weights out
+    it, before the check and the rendering of the outputs (where ``fuse`` peaks).
+
+    A model of 2 GiB or more is returned as it is (emit moves its weights out); any
+    error of the serializer or the parser is a bug and propagates."""
+    data = model.SerializeToString()
+    if len(data) >= _PARSE_LIMIT_BYTES:
         return model
+    out = onnxlite.ModelProto()
+    out.ParseFromString(data)
     return out
 
 
