@@ -22,6 +22,7 @@ from ruleengine.cost.model import ScoredCandidate, Target
 from ruleengine.diagnostics import codes
 from ruleengine.diagnostics.model import Diagnostic, Location, Severity
 from ruleengine.errors import GraphLoadError, UsageError
+from ruleengine.graph.forked import cpu_seconds
 from ruleengine.graph.model import Graph
 from ruleengine.match.model import Candidate, MatchResult
 from ruleengine.resolve.model import Resolution
@@ -214,7 +215,7 @@ def analyze(
     tgt = target if isinstance(target, Target) else load_target(target)
     lap("rules")
     _note(progress, f"loading model {Path(model).name}")
-    graph = load_graph(model, dims or {}, input_shapes)
+    graph = load_graph(model, dims or {}, input_shapes, jobs=jobs)
     lap("graph")
     _note(progress, f"matching {len(rule_set.rules)} rules on {len(graph.nodes)} nodes")
     match = find_candidates_parallel(graph, rule_set, default_jobs() if jobs is None else jobs)
@@ -474,16 +475,17 @@ def fuse(
 
 class _Laps:
     """Wall and CPU seconds per stage (report.json: ``timings_s`` and ``cpu_s``; on a
-    shared machine the CPU time tells a stage's own work from waiting for a core)."""
+    shared machine the CPU time tells a stage's own work from waiting for a core; a
+    forked child's CPU counts in the stage that reaps it)."""
 
     def __init__(
         self, wall: Sequence[tuple[str, float]] = (), cpu: Sequence[tuple[str, float]] = ()
     ) -> None:
         self.wall, self.cpu = list(wall), list(cpu)
-        self._wall, self._cpu = time.perf_counter(), time.process_time()
+        self._wall, self._cpu = time.perf_counter(), cpu_seconds()
 
     def lap(self, stage: str) -> None:
-        wall, cpu = time.perf_counter(), time.process_time()
+        wall, cpu = time.perf_counter(), cpu_seconds()
         self.wall.append((stage, wall - self._wall))
         self.cpu.append((stage, cpu - self._cpu))
         self._wall, self._cpu = wall, cpu

@@ -22,6 +22,7 @@ import numpy as np
 from ruleengine.diagnostics.model import Diagnostic, Location, Severity
 from ruleengine.errors import GraphLoadError
 from ruleengine.graph import onnxlite
+from ruleengine.graph.forked import cores
 from ruleengine.graph.model import Graph, Node, Tensor, record_maker
 from ruleengine.graph.onnxlite import AttributeProto, GraphProto, ModelProto, TensorProto
 from ruleengine.graph.propagate import PendingShapes, TypeReader
@@ -213,12 +214,13 @@ def _show_shape(shape: tuple) -> str:
 
 
 def _start_infer(
-    model: onnx.ModelProto, opset: int, folder: Path | None, reader: TypeReader
+    model: onnx.ModelProto, opset: int, folder: Path | None, reader: TypeReader, jobs: int
 ) -> PendingShapes | Exception:
-    """``propagate.resolve_shapes`` begun (ONNX's inference runs in a thread while the
-    nodes are read), or why it could not begin (``_infer`` reports it)."""
+    """``propagate.resolve_shapes`` begun (with ``jobs`` > 1, ONNX's inference runs in a
+    forked child while the nodes are read), or why it could not begin (``_infer``
+    reports it)."""
     try:
-        return PendingShapes(model, opset, folder, reader)
+        return PendingShapes(model, opset, folder, reader, jobs)
     except Exception as exc:  # noqa: BLE001 - reported by _infer
         return exc
 
@@ -454,18 +456,20 @@ def load_graph(
     path: str | Path,
     dims: Mapping[str, int] | None = None,
     input_shapes: Mapping[str, Sequence[int]] | None = None,
+    jobs: int | None = None,
 ) -> Graph:
     """Read an ONNX model into an immutable ``Graph`` (raises ``GraphLoadError``).
 
     ``dims`` binds symbolic dims by name; ``input_shapes`` sets whole graph-input shapes
-    (``{"input_ids": (1, 128)}``)."""
+    (``{"input_ids": (1, 128)}``). ``jobs`` > 1 (default: the cores) lets ONNX's shape
+    inference of a large graph run in a forked child beside the reading of its nodes."""
     path = Path(path)
     where = str(path)
     dims = dict(dims or {})
     with paused_gc():  # ~10^6 long-lived objects, no cycles: full collections only cost
         model = read_model(path)
         # the model is ours alone: bound and inferred in place, no copy
-        return _build(model, dims, where, input_shapes, owned=True)
+        return _build(model, dims, where, input_shapes, owned=True, jobs=jobs)
 
 
 def graph_from_model(
@@ -473,10 +477,11 @@ def graph_from_model(
     dims: Mapping[str, int] | None = None,
     where: str = "<model>",
     input_shapes: Mapping[str, Sequence[int]] | None = None,
+    jobs: int | None = None,
 ) -> Graph:
     """Build the ``Graph`` of an in-memory model (tests and the bench use this directly);
-    ``model`` is not modified."""
-    return _build(model, dims, where, input_shapes, owned=False)
+    ``model`` is not modified. ``jobs``: as in ``load_graph``."""
+    return _build(model, dims, where, input_shapes, owned=False, jobs=jobs)
 
 
 def _build(
@@ -485,6 +490,7 @@ def _build(
     where: str,
     input_shapes: Mapping[str, Sequence[int]] | None,
     owned: bool,
+    jobs: int | None = None,
 ) -> Graph:
     """``graph_from_model``; an ``owned`` model (nobody else holds it) is bound, stripped
     of value_info and inferred in place instead of in a copy."""
@@ -539,9 +545,10 @@ def _build(
             types[vi.name] = (_dtype_name(got[0]), got[1])
     del g.value_info[:]  # inferred afresh; merged back below where they know more
     folder = None if where.startswith("<") else Path(where).resolve().parent
-    # ONNX's inference runs beside the reading of the nodes below; its types are merged
-    # (then the initializers', the truth) once the nodes are read
-    pending = _start_infer(model_copy, opset, folder, reader)
+    # ONNX's inference runs beside the reading of the nodes below (in a forked child:
+    # ``PendingShapes``); its types are merged (then the initializers', the truth) once
+    # the nodes are read
+    pending = _start_infer(model_copy, opset, folder, reader, cores() if jobs is None else jobs)
     init_names: set[str] = set()
     init_types: dict[str, tuple[str | None, tuple]] = {}
     const_values: dict[str, tuple] = {}

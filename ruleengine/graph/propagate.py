@@ -18,6 +18,7 @@ that chose this over onnx's data propagation and onnxruntime's symbolic inferenc
 
 from __future__ import annotations
 
+import pickle
 from collections.abc import Callable, Mapping
 from operator import itemgetter
 from pathlib import Path
@@ -423,11 +424,17 @@ def _serialized_with_values(model: onnx.ModelProto, inline: Mapping[int, Value])
             inits[k].CopyFrom(tp)
 
 
+# Below this many nodes a forked inference costs more than it saves (the fork, the
+# result's transfer); the same bound as the matcher's processes.
+FORK_FROM_NODES = 4000
+
+
 class PendingShapes:
-    """``resolve_shapes`` begun: ONNX's whole-graph inference runs in a thread on the
-    model's bytes (C++, without the GIL) while the caller reads the graph's nodes;
-    ``result`` waits for it and does the rest. The model is serialized before the thread
-    starts, so the thread never touches a message the caller reads."""
+    """``resolve_shapes`` begun: with ``jobs`` > 1 and a large graph, a forked child
+    (``forked.Forked``: ONNX's C++ inference holds the GIL, so a thread would not overlap
+    it) runs ONNX's whole-graph inference on the model's bytes and reads its result
+    (``_resolved``) while the caller reads the graph's nodes; only the types come back,
+    pickled. Otherwise ``result`` does it all in process."""
 
     def __init__(
         self,
@@ -435,38 +442,58 @@ class PendingShapes:
         opset: int,
         folder: Path | None = None,
         reader: TypeReader | None = None,
+        jobs: int = 1,
     ) -> None:
-        import threading
+        from ruleengine.graph.forked import Forked, forkable
 
-        self._reader = reader = reader or TypeReader()
-        self._opset, self._folder = opset, folder
-        self._imports = list(model.opset_import)
+        reader = reader or TypeReader()
         data = _serialized_with_values(model, _external_ints(model, folder))
         # Data propagation (symbolic dims carried through Shape -> Gather -> Concat) only
         # when a graph input has a symbolic dim: the value pass of ``_resolved`` covers
         # static inputs, and data propagation peaks at several times the graph's memory
         # on LLM-size models (docs/shapes.md).
         data_prop = _symbolic_inputs(model, reader)
-        self._out: list[Any] = []
-
-        def run() -> None:
-            try:
-                self._out.append(onnxlite.infer_shapes_bytes(data, data_prop))
-            except BaseException as exc:  # noqa: BLE001 - raised again by result()
-                self._out.append(exc)
-
-        self._thread = threading.Thread(target=run, name="shape-inference", daemon=True)
-        self._thread.start()
+        work = (data, data_prop, list(model.opset_import), opset, folder, reader)
+        self._work: tuple | None = None
+        self._child: Forked | None = None
+        if len(model.graph.node) >= FORK_FROM_NODES and forkable(jobs):
+            self._child = Forked(_pickled_types, *work)
+        else:
+            self._work = work
 
     def result(self, stats: dict[str, Any] | None = None) -> dict[str, tuple[int, tuple | None]]:
         """What ``resolve_shapes`` returns (raises what the inference raised)."""
-        self._thread.join()
-        got = self._out.pop()
-        if isinstance(got, BaseException):
-            raise got
-        return _resolved(
-            onnxlite.parse_model(got), self._imports, self._opset, stats, self._folder, self._reader
-        )
+        if self._child is not None:
+            got, self._child = self._child.result(), None
+            out, counts = pickle.loads(got)
+            if stats is not None:
+                stats.update(counts)
+            return out
+        assert self._work is not None
+        work, self._work = self._work, None
+        return _types(*work, stats)
+
+
+def _types(
+    data: bytes,
+    data_prop: bool,
+    imports: list[onnx.OperatorSetIdProto],
+    opset: int,
+    folder: Path | None,
+    reader: TypeReader,
+    stats: dict[str, Any] | None,
+) -> dict[str, tuple[int, tuple | None]]:
+    """ONNX's inference of the model's bytes ``data``, read by ``_resolved``."""
+    inferred = onnxlite.parse_model(onnxlite.infer_shapes_bytes(data, data_prop))
+    del data
+    return _resolved(inferred, imports, opset, stats, folder, reader)
+
+
+def _pickled_types(*work: Any) -> bytes:
+    """The forked child's work: ``_types`` and its counts, pickled."""
+    stats: dict[str, Any] = {}
+    out = _types(*work, stats)
+    return pickle.dumps((out, stats), protocol=pickle.HIGHEST_PROTOCOL)
 
 
 def resolve_shapes(
