@@ -7,7 +7,7 @@ or SIGTERM nothing partial and no temporary is left behind.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -77,10 +77,14 @@ def render_files(
     graph: Any,
     detail: str = "compact",
     extra_names: Sequence[str] = (),
+    before_reports: Callable[[Any], Any] | None = None,
 ) -> dict[str, bytes]:
     """Every output file's bytes, keyed by path relative to OUTDIR (deterministic order).
 
     ``fused_model_files`` comes from ``serialize_model`` (the model, maybe its weights).
+    ``before_reports`` is called with the plan once everything else is rendered; the
+    reports are rendered from the plan it returns (``fuse``: the forked check's verdict
+    and times are awaited there).
     """
     from ruleengine.rewrite.dot import dot_bytes, render_svg
     from ruleengine.rewrite.plan import group_json, plan_json
@@ -133,6 +137,8 @@ def render_files(
         )
     for path, groups in sorted(rule_dots.items()):
         files[path] = dot_bytes(graph, groups, only_groups=True)
+    if before_reports is not None:
+        plan = before_reports(plan)
     names = [*files, *extra_names, "report.txt", "report.json"]
     files["report.txt"] = report_text(plan, names, detail=detail).encode()
     files["report.json"] = json_bytes(report_json(plan, names))
