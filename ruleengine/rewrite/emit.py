@@ -37,13 +37,19 @@ def serialize_model(
     from ruleengine.rewrite.weights import externalize_inline, rewrite_locations
 
     moved = {p.location: p.new_location for p in placements if p.location != p.new_location}
-    if not moved and model.ByteSize() < INLINE_LIMIT_BYTES:  # as it is: no copy needed
-        return {name: model.SerializeToString()}
+    # serialized once and measured (protobuf's ByteSize serializes the message too)
+    if not moved:  # as it is: no copy needed
+        data = model.SerializeToString()
+        if len(data) < INLINE_LIMIT_BYTES:
+            return {name: data}
+        del data
     copy = onnxlite.ModelProto()
     copy.CopyFrom(model)
     rewrite_locations(copy, moved)
-    if copy.ByteSize() < INLINE_LIMIT_BYTES:
-        return {name: copy.SerializeToString()}
+    data = copy.SerializeToString()
+    if len(data) < INLINE_LIMIT_BYTES:
+        return {name: data}
+    del data
     data_name = f"{name}.data"
     data = externalize_inline(copy, data_name)
     return {name: copy.SerializeToString(), data_name: data}
