@@ -267,7 +267,7 @@ def _draft(  # noqa: PLR0913
         if not fitted:
             dropped.append((name, "its pattern exceeds the matcher's clause budget"))
             continue
-        drafts.append([DraftRule(name, text, cl, priority) for cl, text in fitted])
+        drafts.append([DraftRule(name, text, cl, priority, pinned=pin) for cl, text, pin in fitted])
     note("generating and running the rule tests")
     drafts, failed = _with_tests(drafts, graphs)
     dropped += failed
@@ -284,7 +284,8 @@ def _with_tests(
     each test run by the rule-test runner: a draft that does not find its own region is
     no rule; a negative that matches is cut elsewhere; a draft for which no near
     structure stays unmatched gives way to a less general one (or, when none has a
-    negative, the least general draft that finds its region is kept with its positive)."""
+    negative, the least general draft that finds its region is kept with its positive).
+    Drafts with pinned attribute values (last) are only narrowings for the pruning."""
     from dataclasses import replace
 
     out: list[DraftRule] = []
@@ -293,6 +294,8 @@ def _with_tests(
         chosen = None
         fallback = None
         for d in drafts:
+            if d.pinned:  # what the pruning may narrow a draft to, never where it starts
+                break
             tested = _tested(d, graphs)
             if tested is None:
                 continue
@@ -397,27 +400,45 @@ DRAFT_CLAUSES = 64
 
 def _fitting_drafts(  # noqa: ANN001
     c: Cluster, name: str, priority: int, target: str, graphs
-) -> list[tuple[Cluster, str]]:
+) -> list[tuple[Cluster, str, bool]]:
     """The cluster's drafts whose clauses fit the matcher's budget, most general first
     (epilogue chains +-1, as found, ops as found); composites in a row multiply clauses,
     so where none fits they are spelled out as ONNX ops. A pattern that would be one
     repeated op (a bare elementwise chain) keeps its ops."""
     from ruleengine.match.compile import MAX_CLAUSES_PER_RULE
-    from ruleengine.suggest.emit import chains, draft
+    from ruleengine.suggest.emit import chains, draft, shared_params
+
+    def node_of(model: str, name: str):  # noqa: ANN202
+        return graphs[model].node(name)
 
     for spelled_out in (False, True):
         cluster = _primitive(c, graphs) if spelled_out else c
         out: dict[str, Cluster] = {}
+        spreads: list = []
         whole = [list(range(len(cluster.instances[0].units)))]
         for spread in SPREADS:
             if spread is not None and chains(cluster) == whole:
                 continue
             _, text = draft(cluster, name, priority, target, spread)
             budget = MAX_CLAUSES_PER_RULE if spread is None else DRAFT_CLAUSES
-            if _clauses(text) <= budget:
-                out.setdefault(text, cluster)
+            if _clauses(text) <= budget and text not in out:
+                out[text] = cluster
+                spreads.append(spread)
         if out:
-            return [(cl, text) for text, cl in out.items()]
+            # the same drafts with the attribute values of the regions pinned, last: what
+            # the pruning narrows a draft to where its other matches lower coverage
+            pins = shared_params(cluster, node_of)
+            pinned: dict[str, Cluster] = {}
+            for spread in spreads if pins else ():
+                _, text = draft(cluster, name, priority, target, spread, pins)
+                if text not in out and _clauses(text) <= (
+                    MAX_CLAUSES_PER_RULE if spread is None else DRAFT_CLAUSES
+                ):
+                    pinned.setdefault(text, cluster)
+            return [
+                *((cl, text, False) for text, cl in out.items()),
+                *((cl, text, True) for text, cl in pinned.items()),
+            ]
     return []
 
 
@@ -550,6 +571,7 @@ def _prune(  # noqa: ANN001, C901, PLR0915
     from ruleengine import coverage
     from ruleengine.cost.scoring import _reduce_duplicates
     from ruleengine.resolve import resolve
+    from ruleengine.suggest.emit import PINNED_NOTE
 
     edges = [coverage.fusable_edges(a.graph) for a in analyses]
     current = {d.name: d for d in drafts}
@@ -590,6 +612,8 @@ def _prune(  # noqa: ANN001, C901, PLR0915
                 continue
             d = current[d.name]
             for i in range(len(d.narrower)):
+                if PINNED_NOTE in d.narrower[i][1]:
+                    continue  # tried only where the rule would be left out (below)
                 trial, trial_used = select(out, {**swapped, d.name: narrowed(d, i)})
                 trials.append((sum(trial) - sum(now), 1, -rank, -i, d, i, trial, trial_used))
             trial, trial_used = select(
@@ -602,7 +626,22 @@ def _prune(  # noqa: ANN001, C901, PLR0915
                 break
             d, i = t[4], t[5]
             if i is None:
+                # rather than leave it out, its drafts with the regions' attribute values
+                # pinned, where one captures more than leaving it out does
                 change = t
+                pinned = []
+                for j, (_, text) in enumerate(d.narrower):
+                    if PINNED_NOTE in text:
+                        trial, trial_used = select(out, {**swapped, d.name: narrowed(d, j)})
+                        pinned.append((sum(trial) - sum(now), -j, j, trial, trial_used))
+                for gain, _, j, trial, trial_used in sorted(pinned, reverse=True):
+                    if gain <= t[0] + 1e-9:
+                        break
+                    cluster, text = d.narrower[j]
+                    tested = _tested(replace(d, text=text, cluster=cluster, tests={}), graphs)
+                    if tested is not None:
+                        change = (gain, 1, t[2], -j, tested, j, trial, trial_used)
+                        break
                 break
             cluster, text = d.narrower[i]
             tested = _tested(replace(d, text=text, cluster=cluster, tests={}), graphs)

@@ -10,11 +10,12 @@ position gets the smallest op class holding them all.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 import yaml
 
 from ruleengine.cost.scoring import human_bytes
+from ruleengine.graph.model import Node
 from ruleengine.suggest.canon import smallest_class
 from ruleengine.suggest.model import Cluster
 
@@ -120,11 +121,14 @@ def chains(cluster: Cluster) -> list[list[int]]:
     return runs
 
 
-def pattern_ops(cluster: Cluster, spread: int | None = None) -> list[dict]:
+def pattern_ops(
+    cluster: Cluster, spread: int | None = None, pins: Mapping[int, dict] | None = None
+) -> list[dict]:
     """The ``match.ops`` list of the cluster's rule. ``spread``: write each run of
     ``chains`` as one ``@epilogue`` op repeated from its length to its length plus
     ``spread`` (an exporter that keeps a BatchNorm or adds a Cast has one more there;
-    None: every op as found)."""
+    None: every op as found). ``pins``: per pattern op (canonical index), the params
+    written on it (``shared_params``)."""
     units = cluster.instances[0].units
     runs = chains(cluster) if spread is not None else []
     run_of = {k: run for run in runs for k in run}
@@ -149,6 +153,8 @@ def pattern_ops(cluster: Cluster, spread: int | None = None) -> list[dict]:
                 op["repeat"] = {"min": n, "max": min(MAX_REPEAT, n + spread)}
         else:
             op = {"type": position_types(cluster)[first][0]}
+            if pins and pins.get(first):
+                op["params"] = dict(pins[first])
         if unit.inputs:
             sources: dict[str, dict] = {}
             for ref in unit.inputs:
@@ -164,6 +170,54 @@ def pattern_ops(cluster: Cluster, spread: int | None = None) -> list[dict]:
             op["input_sources"] = {"input0": {"source_type": "const_or_param"}}
         ops.append(op)
     return ops
+
+
+# The description line of a draft with its regions' attribute values pinned.
+PINNED_NOTE = (
+    "Attribute values pinned to those of its regions: the structure alone also matched "
+    "where fusing it lowers coverage."
+)
+
+
+def _param_value(value: object) -> object | None:
+    """An attribute value as a rule param (numbers, strings and lists of them), else None."""
+    if isinstance(value, bool | int | float | str):
+        return value
+    if isinstance(value, list | tuple) and all(
+        isinstance(v, bool | int | float | str) for v in value
+    ):
+        return list(value)
+    return None
+
+
+def shared_params(cluster: Cluster, node_of: Callable[[str, str], Node]) -> dict:
+    """Per pattern op written as the ONNX op its instances have (no alias, class, view or
+    composite), the attribute values they have there: one value where they agree,
+    ``{one_of: [...]}`` where they differ. ``node_of(model, name)``: a node (defaults
+    filled in). What a draft is narrowed to when its structure also matches elsewhere and
+    those matches lower coverage: the same structure with other attributes (a depthwise
+    conv of another width, another kernel size) no longer matches."""
+    out: dict[int, dict] = {}
+    for k, (typ, labels) in enumerate(position_types(cluster)):
+        units = [inst.units[k] for inst in cluster.instances]
+        if typ.startswith("@") or len(labels) != 1 or any(u.composite for u in units):
+            continue
+        nodes = [
+            node_of(inst.model, u.nodes[0])
+            for inst, u in zip(cluster.instances, units, strict=True)
+        ]
+        if any(n.op_type != typ for n in nodes):
+            continue  # an alias stands there: its params are not the ONNX attributes
+        params: dict = {}
+        for name in sorted(set.intersection(*(set(n.attributes) for n in nodes))):
+            values = [_param_value(n.attributes[name]) for n in nodes]
+            if any(v is None for v in values):
+                continue
+            distinct = list({repr(v): v for v in values}.values())
+            params[name] = distinct[0] if len(distinct) == 1 else {"one_of": distinct}
+        if params:
+            out[k] = params
+    return out
 
 
 def describe(cluster: Cluster, target: str, spread: int | None = None) -> str:
@@ -209,22 +263,30 @@ def describe(cluster: Cluster, target: str, spread: int | None = None) -> str:
     return "\n".join(lines)
 
 
-def draft(
-    cluster: Cluster, name: str, priority: int, target: str, spread: int | None = None
+def draft(  # noqa: PLR0913
+    cluster: Cluster,
+    name: str,
+    priority: int,
+    target: str,
+    spread: int | None = None,
+    pins: Mapping[int, dict] | None = None,
 ) -> tuple[Mapping[str, object], str]:
-    """The rule (as data) and its YAML text (``spread``: see ``pattern_ops``)."""
+    """The rule (as data) and its YAML text (``spread``, ``pins``: see ``pattern_ops``)."""
     dtypes = sorted(set().union(*(i.dtypes for i in cluster.instances)))
     constraints: list[dict] = [{"type": "ub_fit"}]
     if dtypes:
         constraints.append({"type": "dtype_match", "allowed_dtypes": dtypes})
-    match: dict = {"ops": pattern_ops(cluster, spread)}
+    match: dict = {"ops": pattern_ops(cluster, spread, pins)}
     if spread is not None or any(i.escapes for i in cluster.instances):
         # a generalized rule meets other exports, where a residual may read inside it
         match["subgraph"] = {"allow_intermediate_outputs": True}
+    description = describe(cluster, target, spread)
+    if pins:
+        description += "\n" + PINNED_NOTE
     rule = {
         "name": name,
         "priority": priority,
-        "description": describe(cluster, target, spread),
+        "description": description,
         "match": match,
         "rewrite": {"target_op": _camel(name)},
         "constraints": constraints,

@@ -56,6 +56,8 @@ class DraftRule:
     # less general drafts of the same cluster (cluster, text), most general first: what
     # the draft is narrowed to where its generalization lowers coverage (untested)
     narrower: tuple[tuple[Cluster, str], ...] = field(default=(), compare=False, repr=False)
+    # attribute values of its regions pinned (``emit.shared_params``): a narrowing only
+    pinned: bool = field(default=False, compare=False)
 
     @property
     def target_op(self) -> str:

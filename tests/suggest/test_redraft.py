@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import pytest
 
+from ruleengine import coverage
+
 from .graphs import NOTHING_RULE, save
 
 # Two separate pieces: MatMul -> bias Add -> Relu, and Sigmoid -> Mul -> Tanh.
@@ -59,3 +61,82 @@ def test_drafting_again_drafts_what_the_drafted_rules_leave(tmp_path):
         )
         is None
     )
+
+
+# Two places: Gemm (transB=1) -> Gemm -> Relu, and Gemm (transB=0) -> Gemm -> Relu ->
+# Sigmoid -> Tanh. A drafted Gemm -> Gemm -> Relu rule matches both; at the second place
+# its group wins on net bytes over the Gemm -> Relu -> Sigmoid -> Tanh group and captures
+# less.
+PLACES = """<ir_version: 8, opset_import: ["" : 17]>
+g (float[64,256] x, float[64,256] z, float[1024,256] W_a, float[1024,64] W_b,
+   float[256,1024] W_c, float[1024,64] W_d) => (float[64,64] y1, float[64,64] y2)
+{
+  [g1] h1 = Gemm <transB = 1> (x, W_a)
+  [g2] k1 = Gemm (h1, W_b)
+  [r1] y1 = Relu (k1)
+  [g3] h2 = Gemm (z, W_c)
+  [g4] k2 = Gemm (h2, W_d)
+  [r2] s2 = Relu (k2)
+  [s2] q2 = Sigmoid (s2)
+  [t2] y2 = Tanh (q2)
+}
+"""
+
+_GEMM_RELU_SIGMOID = """name: draft_q
+match:
+  ops:
+    - type: Gemm
+    - type: Relu
+      input_sources:
+        input0:
+          from_op: 0
+    - type: Sigmoid
+      input_sources:
+        input0:
+          from_op: 1
+    - type: Tanh
+      input_sources:
+        input0:
+          from_op: 2
+rewrite:
+  target_op: DraftQ
+"""
+
+
+def test_a_rule_whose_other_matches_lower_coverage_is_pinned_rather_than_left_out(tmp_path):
+    """Left out, the Gemm -> Gemm -> Relu rule would leave its own region unfused (1 of 4
+    edges); with the attribute values its region has pinned (transB = 1) it no longer
+    matches the other place, and everything fusable is captured."""
+    from ruleengine.pipeline import analyze
+    from ruleengine.suggest import DraftRule, Instance, Region, _prune
+    from ruleengine.suggest.canon import canonicalize
+    from ruleengine.suggest.emit import PINNED_NOTE, draft, shared_params
+    from ruleengine.suggest.model import Cluster
+
+    model = save(PLACES, tmp_path / "m.onnx")
+    folder = tmp_path / "rules"
+    folder.mkdir()
+    (folder / "draft_q.yaml").write_text(_GEMM_RELU_SIGMOID)
+    first = analyze(model, [folder])
+    region = ("g1", "g2", "r1")
+    canon = canonicalize(first.graph, region, ())
+    inst = Instance("m.onnx", Region(region, 0, 0), canon.units, False, frozenset(), frozenset())
+    cluster = Cluster(canon.key, (inst,))
+    pins = shared_params(cluster, lambda _m, n: first.graph.node(n))
+    assert pins[0]["transB"] == 1
+    _, general = draft(cluster, "draft_p", 0, "ascend910b")
+    _, pinned = draft(cluster, "draft_p", 0, "ascend910b", pins=pins)
+    assert PINNED_NOTE in pinned and PINNED_NOTE not in general
+    (folder / "draft_p.yaml").write_text(general)
+    a = analyze(model, [folder])
+    assert [sc.candidate.rule for sc in a.resolution.chosen] == ["draft_p", "draft_p"]
+    before = coverage.measure(a.graph, [sc.candidate.nodes for sc in a.resolution.chosen])
+    d = DraftRule("draft_p", general, cluster, 0, narrower=((cluster, pinned),))
+    q = DraftRule("draft_q", _GEMM_RELU_SIGMOID, Cluster((), ()), 0)
+    kept, dropped = _prune([d, q], [a], ["m.onnx"], {"m.onnx": a.graph})
+    assert dropped == []
+    assert [k.text for k in kept] == [pinned, _GEMM_RELU_SIGMOID]
+    (folder / "draft_p.yaml").write_text(pinned)
+    b = analyze(model, [folder])
+    after = coverage.measure(b.graph, [sc.candidate.nodes for sc in b.resolution.chosen])
+    assert before.coverage < after.coverage == pytest.approx(1.0)
