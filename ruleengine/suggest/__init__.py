@@ -428,18 +428,41 @@ def _fitting_drafts(  # noqa: ANN001
             # the same drafts with the attribute values of the regions pinned, last: what
             # the pruning narrows a draft to where its other matches lower coverage
             pins = shared_params(cluster, node_of)
+            counts = _io_counts(cluster, graphs)
             pinned: dict[str, Cluster] = {}
-            for spread in spreads if pins else ():
-                _, text = draft(cluster, name, priority, target, spread, pins)
-                if text not in out and _clauses(text) <= (
-                    MAX_CLAUSES_PER_RULE if spread is None else DRAFT_CLAUSES
-                ):
-                    pinned.setdefault(text, cluster)
+            for how in ({}, pins) if pins else ({},):
+                for spread in spreads:
+                    _, text = draft(cluster, name, priority, target, spread, how, counts)
+                    if text not in out and _clauses(text) <= (
+                        MAX_CLAUSES_PER_RULE if spread is None else DRAFT_CLAUSES
+                    ):
+                        pinned.setdefault(text, cluster)
             return [
                 *((cl, text, False) for text, cl in out.items()),
                 *((cl, text, True) for text, cl in pinned.items()),
             ]
     return []
+
+
+def _io_counts(c: Cluster, graphs) -> tuple[int, int, int | None]:  # noqa: ANN001
+    """(fewest, most) non-constant input tensors and the output count (None where they
+    differ) of the cluster's regions, as the matcher counts them for ``subgraph``."""
+    from ruleengine.match.matcher import _readers
+
+    ins, outs = [], set()
+    for inst in c.instances:
+        graph = graphs[inst.model]
+        readers = _readers(graph)
+        inside = set(inst.region.nodes)
+        produced = {t for n in inside for t in graph.node(n).outputs if t}
+        read = {t for n in inside for t in graph.node(n).inputs if t and t not in produced}
+        ins.append(sum(1 for t in read if not graph.tensors[t].is_constant))
+        leaving = 0
+        for t in produced:
+            who = readers.get(t, frozenset())
+            leaving += who is None or not who <= inside
+        outs.add(leaving)
+    return min(ins), max(ins), outs.pop() if len(outs) == 1 else None
 
 
 def _label(c: Cluster) -> str:
@@ -612,36 +635,22 @@ def _prune(  # noqa: ANN001, C901, PLR0915
                 continue
             d = current[d.name]
             for i in range(len(d.narrower)):
-                if PINNED_NOTE in d.narrower[i][1]:
-                    continue  # tried only where the rule would be left out (below)
                 trial, trial_used = select(out, {**swapped, d.name: narrowed(d, i)})
-                trials.append((sum(trial) - sum(now), 1, -rank, -i, d, i, trial, trial_used))
+                # ties: a less general draft first, then leaving the rule out, then a
+                # pinned draft
+                kind = 0 if PINNED_NOTE in d.narrower[i][1] else 2
+                trials.append((sum(trial) - sum(now), kind, -rank, -i, d, i, trial, trial_used))
             trial, trial_used = select(
                 out | {d.name}, {k: v for k, v in swapped.items() if k != d.name}
             )
-            trials.append((sum(trial) - sum(now), 0, -rank, 0, d, None, trial, trial_used))
+            trials.append((sum(trial) - sum(now), 1, -rank, 0, d, None, trial, trial_used))
         change = None
         for t in sorted(trials, key=lambda t: t[:4], reverse=True):
             if t[0] <= 1e-9:
                 break
             d, i = t[4], t[5]
             if i is None:
-                # rather than leave it out, its drafts with the regions' attribute values
-                # pinned, where one captures more than leaving it out does
                 change = t
-                pinned = []
-                for j, (_, text) in enumerate(d.narrower):
-                    if PINNED_NOTE in text:
-                        trial, trial_used = select(out, {**swapped, d.name: narrowed(d, j)})
-                        pinned.append((sum(trial) - sum(now), -j, j, trial, trial_used))
-                for gain, _, j, trial, trial_used in sorted(pinned, reverse=True):
-                    if gain <= t[0] + 1e-9:
-                        break
-                    cluster, text = d.narrower[j]
-                    tested = _tested(replace(d, text=text, cluster=cluster, tests={}), graphs)
-                    if tested is not None:
-                        change = (gain, 1, t[2], -j, tested, j, trial, trial_used)
-                        break
                 break
             cluster, text = d.narrower[i]
             tested = _tested(replace(d, text=text, cluster=cluster, tests={}), graphs)

@@ -172,11 +172,8 @@ def pattern_ops(
     return ops
 
 
-# The description line of a draft with its regions' attribute values pinned.
-PINNED_NOTE = (
-    "Attribute values pinned to those of its regions: the structure alone also matched "
-    "where fusing it lowers coverage."
-)
+# The description line of a draft pinned to what its regions have (``draft``).
+PINNED_NOTE = "Pinned to what its regions have"
 
 
 def _param_value(value: object) -> object | None:
@@ -270,19 +267,39 @@ def draft(  # noqa: PLR0913
     target: str,
     spread: int | None = None,
     pins: Mapping[int, dict] | None = None,
+    counts: tuple[int, int, int | None] | None = None,
 ) -> tuple[Mapping[str, object], str]:
-    """The rule (as data) and its YAML text (``spread``, ``pins``: see ``pattern_ops``)."""
+    """The rule (as data) and its YAML text (``spread``, ``pins``: see ``pattern_ops``).
+    ``counts``: (fewest, most) non-constant inputs and the output count (None where the
+    regions differ) its regions have, pinned as ``input_count_range`` and
+    ``output_count``: the same structure reading or writing more or fewer tensors (a
+    weight that is constant there, another tensor kept for later) no longer matches."""
     dtypes = sorted(set().union(*(i.dtypes for i in cluster.instances)))
     constraints: list[dict] = [{"type": "ub_fit"}]
     if dtypes:
         constraints.append({"type": "dtype_match", "allowed_dtypes": dtypes})
     match: dict = {"ops": pattern_ops(cluster, spread, pins)}
+    subgraph: dict = {}
+    if counts is not None:
+        subgraph["input_count_range"] = [counts[0], counts[1]]
+        if counts[2] is not None:
+            subgraph["output_count"] = counts[2]
     if spread is not None or any(i.escapes for i in cluster.instances):
         # a generalized rule meets other exports, where a residual may read inside it
-        match["subgraph"] = {"allow_intermediate_outputs": True}
+        subgraph["allow_intermediate_outputs"] = True
+    if subgraph:
+        match["subgraph"] = subgraph
     description = describe(cluster, target, spread)
-    if pins:
-        description += "\n" + PINNED_NOTE
+    if pins or counts is not None:
+        what = ["attribute values"] if pins else []
+        if counts is not None:
+            ins = f"{counts[0]}" if counts[0] == counts[1] else f"{counts[0]}-{counts[1]}"
+            outs = "" if counts[2] is None else f", {counts[2]} output(s)"
+            what.append(f"{ins} non-constant input(s){outs}")
+        description += (
+            f"\n{PINNED_NOTE} ({'; '.join(what)}): the structure alone also matched where "
+            "fusing it lowers coverage."
+        )
     rule = {
         "name": name,
         "priority": priority,

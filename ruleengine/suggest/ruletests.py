@@ -69,10 +69,18 @@ def _ident(text: str) -> str:
 
 
 def region_model(
-    graph: Graph, nodes: Sequence[str], cut: tuple[str, str] | None = None
+    graph: Graph,
+    nodes: Sequence[str],
+    cut: tuple[str, str] | None = None,
+    *,
+    computed_constants: bool = False,
 ) -> tuple[onnx.ModelProto, dict[str, str]]:
     """The region as a model of its own; ``cut`` = (node, tensor): that node reads a fresh
-    graph input instead of ``tensor``. Returns the model and node name -> name in it."""
+    graph input instead of ``tensor``. Returns the model and node name -> name in it.
+    ``computed_constants``: an outside input computed from constants (an Identity or Cast
+    of a weight, as TorchScript exports share them) is one here too, an Identity of the
+    constant outside the region, not the constant itself: the matcher counts it among the
+    non-constant inputs (``input_count_range``) there as in the model."""
     inside = set(nodes)
     produced = {t for n in nodes for t in graph.node(n).outputs if t}
     tensor_name: dict[str, str] = {}
@@ -100,6 +108,9 @@ def region_model(
             small = (tensor.numel or 0) <= MAX_TEST_WEIGHT_ELEMS
             name = f"W_{len(tensor_name)}" if foldable and small else f"x{len(tensor_name)}"
             inputs.append(helper.make_tensor_value_info(name, _dtype(tensor.dtype), shape))
+        if computed_constants and tensor.const_foldable and not tensor.is_constant:
+            consts.append(helper.make_node("Identity", [name], [f"{name}_id"], name=f"id_{name}"))
+            name = f"{name}_id"
         tensor_name[t] = name
         return name
 
@@ -169,7 +180,9 @@ def rule_tests(
     inst = draft.cluster.instances[0]
     nodes = inst.region.nodes
     source = f"# Cut from {inst.model}: nodes {nodes[0]} .. {nodes[-1]} ({len(nodes)} nodes).\n"
-    model, names = region_model(graph, nodes)
+    # a rule pinned to its regions' input count must meet the inputs as the model has them
+    computed = "input_count_range" in draft.text
+    model, names = region_model(graph, nodes, computed_constants=computed)
     region_line = f"# match: {','.join(names[n] for n in nodes)}\n"
     more = "".join(f"# match: {','.join(ns)}\n" for ns in also)
     if more:
@@ -179,7 +192,7 @@ def rule_tests(
     }
     cut = _link(graph, inst, attempt)
     if cut is not None:
-        near, _ = region_model(graph, nodes, cut)
+        near, _ = region_model(graph, nodes, cut, computed_constants=computed)
         files["negative_link_cut.onnxtxt"] = (
             source
             + f"# A near structure: {names[cut[0]]} reads a graph input instead of its producer.\n"

@@ -140,3 +140,63 @@ def test_a_rule_whose_other_matches_lower_coverage_is_pinned_rather_than_left_ou
     b = analyze(model, [folder])
     after = coverage.measure(b.graph, [sc.candidate.nodes for sc in b.resolution.chosen])
     assert before.coverage < after.coverage == pytest.approx(1.0)
+
+
+# The same Gemm -> Gemm -> Relu twice; the first reads its first weight through an
+# Identity (as TorchScript exports share weights), a computed tensor the matcher counts
+# among the non-constant inputs; the second reads an initializer and goes on into
+# Sigmoid -> Tanh.
+SHARED_WEIGHT = """<ir_version: 8, opset_import: ["" : 17]>
+g (float[64,256] x, float[64,256] z, float[256,1024] W_a, float[1024,64] W_b,
+   float[256,1024] W_c, float[1024,64] W_d) => (float[64,64] y1, float[64,64] y2)
+{
+  [id] wa = Identity (W_a)
+  [g1] h1 = Gemm (x, wa)
+  [g2] k1 = Gemm (h1, W_b)
+  [r1] y1 = Relu (k1)
+  [g3] h2 = Gemm (z, W_c)
+  [g4] k2 = Gemm (h2, W_d)
+  [r2] s2 = Relu (k2)
+  [s2] q2 = Sigmoid (s2)
+  [t2] y2 = Tanh (q2)
+}
+"""
+
+
+def test_a_rule_is_pinned_to_its_regions_input_count(tmp_path):
+    """The structures differ only in what a rule sees as context: the first reads two
+    non-constant tensors, the second one. Pinned to two (``input_count_range``), the
+    Gemm -> Gemm -> Relu rule keeps to its region, and its generated tests read the
+    weight as the model does (through an Identity)."""
+    from ruleengine.pipeline import analyze
+    from ruleengine.suggest import DraftRule, Instance, Region, _io_counts, _prune
+    from ruleengine.suggest.canon import canonicalize
+    from ruleengine.suggest.emit import PINNED_NOTE, draft
+    from ruleengine.suggest.model import Cluster
+
+    model = save(SHARED_WEIGHT, tmp_path / "m.onnx")
+    folder = tmp_path / "rules"
+    folder.mkdir()
+    (folder / "draft_q.yaml").write_text(_GEMM_RELU_SIGMOID)
+    first = analyze(model, [folder])
+    region = ("g1", "g2", "r1")
+    canon = canonicalize(first.graph, region, ())
+    inst = Instance("m.onnx", Region(region, 0, 0), canon.units, False, frozenset(), frozenset())
+    cluster = Cluster(canon.key, (inst,))
+    counts = _io_counts(cluster, {"m.onnx": first.graph})
+    assert counts == (2, 2, 1)
+    _, general = draft(cluster, "draft_p", 0, "ascend910b")
+    _, pinned = draft(cluster, "draft_p", 0, "ascend910b", counts=counts)
+    assert PINNED_NOTE in pinned and "input_count_range" in pinned
+    (folder / "draft_p.yaml").write_text(general)
+    a = analyze(model, [folder])
+    assert [sc.candidate.rule for sc in a.resolution.chosen] == ["draft_p", "draft_p"]
+    d = DraftRule("draft_p", general, cluster, 0, narrower=((cluster, pinned),))
+    q = DraftRule("draft_q", _GEMM_RELU_SIGMOID, Cluster((), ()), 0)
+    kept, dropped = _prune([d, q], [a], ["m.onnx"], {"m.onnx": a.graph})
+    assert dropped == [] and [k.text for k in kept] == [pinned, _GEMM_RELU_SIGMOID]
+    assert "Identity" in kept[0].tests["positive_region.onnxtxt"]
+    (folder / "draft_p.yaml").write_text(pinned)
+    b = analyze(model, [folder])
+    after = coverage.measure(b.graph, [sc.candidate.nodes for sc in b.resolution.chosen])
+    assert after.coverage == pytest.approx(1.0)
