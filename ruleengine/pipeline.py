@@ -23,7 +23,7 @@ from ruleengine.diagnostics import codes
 from ruleengine.diagnostics.model import Diagnostic, Location, Severity
 from ruleengine.errors import GraphLoadError, UsageError
 from ruleengine.graph.forked import cpu_seconds
-from ruleengine.graph.model import Graph
+from ruleengine.graph.model import Graph, replaced
 from ruleengine.match.model import Candidate, MatchResult
 from ruleengine.resolve.model import Resolution
 from ruleengine.rules.model import RuleSet
@@ -429,7 +429,7 @@ def fuse(
     groups = mark_verified(groups, result_verification)
     called = fused_nodes(fused)
     groups = tuple(
-        replace(g, node_name=called[g.id][0], overload=called[g.id][1]) if g.id in called else g
+        replaced(g, node_name=called[g.id][0], overload=called[g.id][1]) if g.id in called else g
         for g in groups
     )
     plan = build_plan(

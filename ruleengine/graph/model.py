@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields, make_dataclass
 from types import MappingProxyType
@@ -77,6 +79,38 @@ def record_maker(cls: type) -> Callable[..., Any]:
         return obj
 
     return make
+
+
+_PLAIN_FIELDS: dict[type, frozenset[str]] = {}
+
+
+def replaced(obj: Any, **changes: Any) -> Any:
+    """``dataclasses.replace(obj, **changes)`` for a dataclass whose instances keep their
+    fields in ``__dict__`` and whose ``__init__`` only stores them (no ``__post_init__``,
+    no init-only or non-init field, no cached_property): the fields copied and the
+    changed ones set, ~3x faster (kernel binding and the rewrite replace one record per
+    group, 10^4 at 2048 layers). Anything else, or a name that is no field, goes
+    through ``replace``."""
+    cls = type(obj)
+    names = _PLAIN_FIELDS.get(cls)
+    if names is None:
+        own = fields(cls)
+        plain = (
+            hasattr(obj, "__dict__")
+            and not hasattr(cls, "__post_init__")
+            and all(f.init for f in own)
+            and len(own) == len(cls.__dataclass_fields__)  # no InitVar or ClassVar
+            # a cached_property keeps its value in __dict__: a copy would carry it over
+            and not any(isinstance(v, functools.cached_property) for v in vars(cls).values())
+        )
+        names = _PLAIN_FIELDS[cls] = frozenset(f.name for f in own) if plain else frozenset()
+    if not names or not names.issuperset(changes):
+        return dataclasses.replace(obj, **changes)
+    out = object.__new__(cls)
+    state = out.__dict__
+    state.update(obj.__dict__)
+    state.update(changes)
+    return out
 
 
 @dataclass(frozen=True, slots=True)  # no __dict__: ~10^5 records per big model

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from ruleengine.graph import onnxlite
-from ruleengine.graph.model import Graph
+from ruleengine.graph.model import Graph, replaced
 from ruleengine.kernels.catalog import at_opset
 from ruleengine.kernels.model import Binding, Catalog, Contract, Form, KernelEntry
 from ruleengine.rules.model import Rule
@@ -442,20 +442,18 @@ def bind_groups(
 ) -> tuple[tuple[Any, ...], dict[int, Call]]:
     """Each group (rewrite.model.FusedGroup) with its contract, and the calls of the
     groups bound to reference semantics (by group id)."""
-    from dataclasses import replace
-
     rules = rule_set.by_name()
     out, calls = [], {}
     memo: dict[tuple, Any] = {}
     for g in groups:
         entry = catalog.get(g.target_op)
         if entry is None:
-            out.append(replace(g, contract=Contract(None)))
+            out.append(replaced(g, contract=Contract(None)))
             continue
         call, contract = bind(graph, g, rules[g.rule], entry, memo)
         if call is not None:
             calls[g.id] = call
-        out.append(replace(g, contract=contract))
+        out.append(replaced(g, contract=contract))
     return tuple(out), calls
 
 
@@ -472,6 +470,4 @@ def _float_type(graph: Graph, tensors: Any) -> int | None:
 
 
 def _with(c: Contract, **changes: Any) -> Contract:
-    from dataclasses import replace
-
-    return replace(c, **changes)
+    return replaced(c, **changes)
