@@ -123,7 +123,11 @@ def fuse_command(
     time_limit: float = typer.Option(30.0, "--time-limit", help="Exact solver limit (s)."),
     fmt: Format = typer.Option(Format.text, "--format", "-f", help="Report on stdout."),
     jobs: int | None = typer.Option(
-        None, "--jobs", "-j", min=1, help="Processes for matching (default: the cores)."
+        None,
+        "--jobs",
+        "-j",
+        min=1,
+        help="Processes for matching, shape inference and the check (default: the cores).",
     ),
     plan_detail: PlanDetail = typer.Option(
         PlanDetail.compact,
