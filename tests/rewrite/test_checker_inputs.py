@@ -27,11 +27,17 @@ def test_model_without_graph_name_fuses(tmp_path: Path):
     onnx.checker.check_model(result.fused_model, full_check=True)
 
 
-def test_input_failing_the_checker_is_an_input_error(tmp_path: Path):
+def failing_the_checker(tmp_path: Path) -> Path:
+    """The example with an attribute its Relu does not have: onnx.checker refuses it."""
     model = onnx.load(str(EXAMPLE))
     relu = next(n for n in model.graph.node if n.op_type == "Relu")
     relu.attribute.append(helper.make_attribute("foo", 1))
     path = tmp_path / "bad.onnx"
     onnx.save(model, path)
+    return path
+
+
+def test_input_failing_the_checker_is_an_input_error(tmp_path: Path):
+    path = failing_the_checker(tmp_path)
     with pytest.raises(GraphLoadError, match="input model bad.onnx fails onnx.checker"):
         pipeline.fuse(path, disable=["conv_bn_relu"])  # its kernel body would replace the Relu

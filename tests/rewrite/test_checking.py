@@ -7,13 +7,13 @@ import json
 import os
 from pathlib import Path
 
-import onnx
 import pytest
-from onnx import helper
 
 from ruleengine import pipeline
 from ruleengine.errors import GraphLoadError
 from ruleengine.rewrite import checking
+
+from .test_checker_inputs import failing_the_checker
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "mlp_block.onnx"
 
@@ -81,11 +81,7 @@ def test_no_fork_with_one_job_a_small_graph_or_verification(forks, monkeypatch):
 
 
 def test_a_failed_forked_check_raises_the_in_process_error(forks, verdicts, tmp_path: Path):
-    model = onnx.load(str(EXAMPLE))
-    relu = next(n for n in model.graph.node if n.op_type == "Relu")
-    relu.attribute.append(helper.make_attribute("foo", 1))
-    path = tmp_path / "bad.onnx"
-    onnx.save(model, path)
+    path = failing_the_checker(tmp_path)
     with pytest.raises(GraphLoadError, match="input model bad.onnx fails onnx.checker"):
         pipeline.fuse(path, disable=["conv_bn_relu"], jobs=2)
     assert len(forks) == 1

@@ -103,17 +103,15 @@ rewrite:
 """
 
 
-def test_a_rule_whose_other_matches_lower_coverage_is_pinned_rather_than_left_out(tmp_path):
-    """Left out, the Gemm -> Gemm -> Relu rule would leave its own region unfused (1 of 4
-    edges); with the attribute values its region has pinned (transB = 1) it no longer
-    matches the other place, and everything fusable is captured."""
+def _gemm_gemm_relu_cluster(text: str, tmp_path):
+    """The model saved, a rules folder holding the Gemm -> Gemm -> Relu -> Sigmoid rule,
+    the model analysed with it, and the cluster of the unfused region g1 -> g2 -> r1."""
     from ruleengine.pipeline import analyze
-    from ruleengine.suggest import DraftRule, Instance, Region, _prune
+    from ruleengine.suggest import Instance, Region
     from ruleengine.suggest.canon import canonicalize
-    from ruleengine.suggest.emit import PINNED_NOTE, draft, shared_params
     from ruleengine.suggest.model import Cluster
 
-    model = save(PLACES, tmp_path / "m.onnx")
+    model = save(text, tmp_path / "m.onnx")
     folder = tmp_path / "rules"
     folder.mkdir()
     (folder / "draft_q.yaml").write_text(_GEMM_RELU_SIGMOID)
@@ -121,7 +119,19 @@ def test_a_rule_whose_other_matches_lower_coverage_is_pinned_rather_than_left_ou
     region = ("g1", "g2", "r1")
     canon = canonicalize(first.graph, region, ())
     inst = Instance("m.onnx", Region(region, 0, 0), canon.units, False, frozenset(), frozenset())
-    cluster = Cluster(canon.key, (inst,))
+    return model, folder, first, Cluster(canon.key, (inst,))
+
+
+def test_a_rule_whose_other_matches_lower_coverage_is_pinned_rather_than_left_out(tmp_path):
+    """Left out, the Gemm -> Gemm -> Relu rule would leave its own region unfused (1 of 4
+    edges); with the attribute values its region has pinned (transB = 1) it no longer
+    matches the other place, and everything fusable is captured."""
+    from ruleengine.pipeline import analyze
+    from ruleengine.suggest import DraftRule, _prune
+    from ruleengine.suggest.emit import PINNED_NOTE, draft, shared_params
+    from ruleengine.suggest.model import Cluster
+
+    model, folder, first, cluster = _gemm_gemm_relu_cluster(PLACES, tmp_path)
     pins = shared_params(cluster, lambda _m, n: first.graph.node(n))
     assert pins[0]["transB"] == 1
     _, general = draft(cluster, "draft_p", 0, "ascend910b")
@@ -169,20 +179,11 @@ def test_a_rule_is_pinned_to_its_regions_input_count(tmp_path):
     Gemm -> Gemm -> Relu rule keeps to its region, and its generated tests read the
     weight as the model does (through an Identity)."""
     from ruleengine.pipeline import analyze
-    from ruleengine.suggest import DraftRule, Instance, Region, _io_counts, _prune
-    from ruleengine.suggest.canon import canonicalize
+    from ruleengine.suggest import DraftRule, _io_counts, _prune
     from ruleengine.suggest.emit import PINNED_NOTE, draft
     from ruleengine.suggest.model import Cluster
 
-    model = save(SHARED_WEIGHT, tmp_path / "m.onnx")
-    folder = tmp_path / "rules"
-    folder.mkdir()
-    (folder / "draft_q.yaml").write_text(_GEMM_RELU_SIGMOID)
-    first = analyze(model, [folder])
-    region = ("g1", "g2", "r1")
-    canon = canonicalize(first.graph, region, ())
-    inst = Instance("m.onnx", Region(region, 0, 0), canon.units, False, frozenset(), frozenset())
-    cluster = Cluster(canon.key, (inst,))
+    model, folder, first, cluster = _gemm_gemm_relu_cluster(SHARED_WEIGHT, tmp_path)
     counts = _io_counts(cluster, {"m.onnx": first.graph})
     assert counts == (2, 2, 1)
     _, general = draft(cluster, "draft_p", 0, "ascend910b")
