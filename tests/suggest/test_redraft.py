@@ -63,24 +63,30 @@ def test_drafting_again_drafts_what_the_drafted_rules_leave(tmp_path):
     )
 
 
-# Two places: Gemm (transB=1) -> Gemm -> Relu, and Gemm (transB=0) -> Gemm -> Relu ->
-# Sigmoid -> Tanh. A drafted Gemm -> Gemm -> Relu rule matches both; at the second place
-# its group wins on net bytes over the Gemm -> Relu -> Sigmoid -> Tanh group and captures
-# less.
-PLACES = """<ir_version: 8, opset_import: ["" : 17]>
-g (float[64,256] x, float[64,256] z, float[1024,256] W_a, float[1024,64] W_b,
-   float[256,1024] W_c, float[1024,64] W_d) => (float[64,64] y1, float[64,64] y2)
-{
-  [g1] h1 = Gemm <transB = 1> (x, W_a)
-  [g2] k1 = Gemm (h1, W_b)
-  [r1] y1 = Relu (k1)
-  [g3] h2 = Gemm (z, W_c)
+# The second place of both test graphs: Gemm -> Gemm -> Relu -> Sigmoid -> Tanh.
+_SECOND_PLACE = """  [g3] h2 = Gemm (z, W_c)
   [g4] k2 = Gemm (h2, W_d)
   [r2] s2 = Relu (k2)
   [s2] q2 = Sigmoid (s2)
   [t2] y2 = Tanh (q2)
 }
 """
+
+# Two places: Gemm (transB=1) -> Gemm -> Relu, and Gemm (transB=0) -> Gemm -> Relu ->
+# Sigmoid -> Tanh. A drafted Gemm -> Gemm -> Relu rule matches both; at the second place
+# its group wins on net bytes over the Gemm -> Relu -> Sigmoid -> Tanh group and captures
+# less.
+PLACES = (
+    """<ir_version: 8, opset_import: ["" : 17]>
+g (float[64,256] x, float[64,256] z, float[1024,256] W_a, float[1024,64] W_b,
+   float[256,1024] W_c, float[1024,64] W_d) => (float[64,64] y1, float[64,64] y2)
+{
+  [g1] h1 = Gemm <transB = 1> (x, W_a)
+  [g2] k1 = Gemm (h1, W_b)
+  [r1] y1 = Relu (k1)
+"""
+    + _SECOND_PLACE
+)
 
 _GEMM_RELU_SIGMOID = """name: draft_q
 match:
@@ -156,7 +162,8 @@ def test_a_rule_whose_other_matches_lower_coverage_is_pinned_rather_than_left_ou
 # Identity (as TorchScript exports share weights), a computed tensor the matcher counts
 # among the non-constant inputs; the second reads an initializer and goes on into
 # Sigmoid -> Tanh.
-SHARED_WEIGHT = """<ir_version: 8, opset_import: ["" : 17]>
+SHARED_WEIGHT = (
+    """<ir_version: 8, opset_import: ["" : 17]>
 g (float[64,256] x, float[64,256] z, float[256,1024] W_a, float[1024,64] W_b,
    float[256,1024] W_c, float[1024,64] W_d) => (float[64,64] y1, float[64,64] y2)
 {
@@ -164,13 +171,9 @@ g (float[64,256] x, float[64,256] z, float[256,1024] W_a, float[1024,64] W_b,
   [g1] h1 = Gemm (x, wa)
   [g2] k1 = Gemm (h1, W_b)
   [r1] y1 = Relu (k1)
-  [g3] h2 = Gemm (z, W_c)
-  [g4] k2 = Gemm (h2, W_d)
-  [r2] s2 = Relu (k2)
-  [s2] q2 = Sigmoid (s2)
-  [t2] y2 = Tanh (q2)
-}
 """
+    + _SECOND_PLACE
+)
 
 
 def test_a_rule_is_pinned_to_its_regions_input_count(tmp_path):
