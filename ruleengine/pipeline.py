@@ -22,7 +22,7 @@ from ruleengine.cost.model import ScoredCandidate, Target
 from ruleengine.diagnostics import codes
 from ruleengine.diagnostics.model import Diagnostic, Location, Severity
 from ruleengine.errors import GraphLoadError, UsageError
-from ruleengine.graph.forked import cpu_seconds
+from ruleengine.graph.forked import cores, cpu_seconds
 from ruleengine.graph.model import Graph, replaced
 from ruleengine.match.model import Candidate, MatchResult
 from ruleengine.resolve.model import Resolution
@@ -177,7 +177,7 @@ def analyze(
     """
     from ruleengine.cost import load_target, score_candidates
     from ruleengine.graph import load_graph
-    from ruleengine.match.parallel import default_jobs, find_candidates_parallel
+    from ruleengine.match.parallel import find_candidates_parallel
     from ruleengine.resolve import resolve
     from ruleengine.rules import load_rule_set
 
@@ -218,7 +218,7 @@ def analyze(
     graph = load_graph(model, dims or {}, input_shapes, jobs=jobs)
     lap("graph")
     _note(progress, f"matching {len(rule_set.rules)} rules on {len(graph.nodes)} nodes")
-    match = find_candidates_parallel(graph, rule_set, default_jobs() if jobs is None else jobs)
+    match = find_candidates_parallel(graph, rule_set, cores() if jobs is None else jobs)
     release_memory()  # the matcher's working set is freed: its pages go back
     lap("match")
     _note(progress, f"costing {len(match.candidates)} candidates on {tgt.name}")
@@ -282,7 +282,6 @@ def fuse(
 
     from ruleengine.kernels.bind import bind_groups
     from ruleengine.kernels.catalog import catalog_for
-    from ruleengine.match.parallel import default_jobs
     from ruleengine.rewrite import weights
     from ruleengine.rewrite.checking import start_check
     from ruleengine.rewrite.emit import render_files, serialize_model
@@ -408,7 +407,7 @@ def fuse(
     _note(progress, "checking the fused model")
     checking = None
     if choice is None:  # no verification: the check runs in a forked child beside emit
-        checking = start_check(fused, jobs or default_jobs(), len(graph.nodes))
+        checking = start_check(fused, cores() if jobs is None else jobs, len(graph.nodes))
     try:
         if checking is None:
             _check_in_memory(fused, proto, path)

@@ -27,6 +27,10 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
+# Below this many nodes a fork and the result's transfer cost more than the work they
+# overlap saves (the matcher's rule split, ONNX's inference, the fused model's check).
+FORK_FROM_NODES = 4000
+
 _HEADER = struct.Struct("<BQ")  # status (0 bytes, 1 pickled exception, 2 described), length
 
 

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ruleengine.graph import onnxlite
+from ruleengine.graph.forked import FORK_FROM_NODES
 from ruleengine.graph.onnxlite import TensorProto
 
 if TYPE_CHECKING:
@@ -422,11 +423,6 @@ def _serialized_with_values(model: onnx.ModelProto, inline: Mapping[int, Value])
     finally:
         for k, tp in saved.items():
             inits[k].CopyFrom(tp)
-
-
-# Below this many nodes a forked inference costs more than it saves (the fork, the
-# result's transfer); the same bound as the matcher's processes.
-FORK_FROM_NODES = 4000
 
 
 class PendingShapes:

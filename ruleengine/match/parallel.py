@@ -11,29 +11,20 @@ only the (much smaller) results travel back.
 from __future__ import annotations
 
 import multiprocessing
-import os
 import signal
 import threading
 from collections.abc import Sequence
 from dataclasses import replace
 
+from ruleengine.graph.forked import FORK_FROM_NODES
 from ruleengine.graph.model import Graph
 from ruleengine.match.memo import find_memo, memo_applies
 from ruleengine.match.model import MatchResult
 from ruleengine.rules.model import Rule, RuleSet
 
-# Below this many nodes a fork and the result transfer cost more than they save.
-PARALLEL_FROM_NODES = 4000
+PARALLEL_FROM_NODES = FORK_FROM_NODES
 
 _WORK: tuple[Graph, RuleSet] | None = None  # set in the parent before forking
-
-
-def default_jobs() -> int:
-    """The number of cores this process may run on."""
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:  # pragma: no cover - not Linux
-        return max(1, os.cpu_count() or 1)
 
 
 def _split(rules: Sequence[Rule], jobs: int) -> list[tuple[Rule, ...]]:

@@ -17,13 +17,10 @@ import struct
 import time
 from typing import TYPE_CHECKING
 
-from ruleengine.graph.forked import Forked, forkable
+from ruleengine.graph.forked import FORK_FROM_NODES, Forked, forkable
 
 if TYPE_CHECKING:
     import onnx
-
-# Below this many nodes in the input graph the check takes less than a fork costs.
-FORK_FROM_NODES = 4000
 _TIMES = struct.Struct("<dd")
 
 
