@@ -51,7 +51,9 @@ class Analysis:
     graph: Graph
     target: Target
     match: MatchResult
-    scored: tuple[ScoredCandidate, ...]
+    # in candidate key order; ``score_candidates``' ``ScoredRecords`` on a big graph (each
+    # record made when read)
+    scored: Sequence[ScoredCandidate]
     resolution: Resolution
     timings: tuple[tuple[str, float], ...] = field(default=())
     cpu_timings: tuple[tuple[str, float], ...] = field(default=())  # CPU seconds per stage
@@ -232,7 +234,7 @@ def analyze(
         graph,
         tgt,
         match,
-        tuple(scored),
+        scored,
         resolution,
         tuple(laps.wall),
         tuple(laps.cpu),

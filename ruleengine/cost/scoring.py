@@ -8,8 +8,9 @@ answer "why was this not fused?".
 from __future__ import annotations
 
 import math
+from bisect import bisect_right
 from collections import Counter
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from itertools import compress, repeat
 from operator import attrgetter, is_
@@ -29,6 +30,7 @@ from ruleengine.cost.opinfo import (
     size_table,
     static_shape,
 )
+from ruleengine.cost.scored import FUSE_ID, VERDICT_ID, ScoredRecords
 from ruleengine.cost.traffic import GroupIO, Traffic, group_io, topo_position, traffic
 from ruleengine.cost.ub import UBNeed, reduced_row, ub_need
 from ruleengine.graph.model import Graph, Node
@@ -517,19 +519,19 @@ def _from_near_miss(
     )
 
 
-def _from_near_misses(
-    graph: Graph, near: Sequence[NearMiss], rules: Mapping[str, Rule], target: Target
-) -> list[ScoredCandidate]:
-    """``_from_near_miss`` of each, made without ``__init__`` (10^5 near misses on a
-    2048-layer stack): the same records, one (graph, target) pair shared by all."""
+def _near_record_maker(
+    graph: Graph, rules: Mapping[str, Rule], target: Target
+) -> Callable[[NearMiss], ScoredCandidate]:
+    """``_from_near_miss`` made without ``__init__`` (10^5 near misses on a 2048-layer
+    stack): the same records, one (graph, target) pair shared by all."""
     priority = {name: r.priority for name, r in rules.items()}
     pending = (graph, target)
     verdicts = _NEAR_MISS_VERDICTS
     failed = Verdict.CONSTRAINT_FAILED
     new = object.__new__
     put = object.__setattr__
-    out: list[ScoredCandidate] = []
-    for nm in near:
+
+    def make(nm: NearMiss) -> ScoredCandidate:
         c = nm.candidate
         code = nm.code
         obj = new(_NearMissScored)
@@ -540,8 +542,16 @@ def _from_near_misses(
         put(obj, "_text", None)
         put(obj, "_near", nm)
         put(obj, "_pending", pending)
-        out.append(obj)
-    return out
+        return obj
+
+    return make
+
+
+def _from_near_misses(
+    graph: Graph, near: Sequence[NearMiss], rules: Mapping[str, Rule], target: Target
+) -> list[ScoredCandidate]:
+    """``_from_near_miss`` of each (``_near_record_maker``)."""
+    return list(map(_near_record_maker(graph, rules, target), near))
 
 
 class _TwinScored(ScoredCandidate):
@@ -675,12 +685,12 @@ def _first_shortest(names: Sequence[str]) -> int:
 
 def _set_keys(
     graph: Graph,
-    scored: Sequence[ScoredCandidate],
+    nodes_of: Callable[[int], Sequence[str]],
     which: Sequence[int],
     twins: Mapping[int, tuple[int, int]],
 ) -> list[int]:
-    """One int per candidate ``which[k]`` (an index of ``scored``, which is in candidate
-    order), equal for two candidates exactly when their node sets are equal: the least
+    """One int per candidate ``which[k]`` (a candidate index; ``nodes_of`` gives its
+    nodes), equal for two candidates exactly when their node sets are equal: the least
     node position and the set's shape (positions minus the least, interned). A twin's
     shape is its source's and its least position the source's plus the offset
     (``MatchResult.twins``), so only the candidates that are no twin, and the sources,
@@ -689,7 +699,7 @@ def _set_keys(
     shapes: dict[tuple[int, ...], int] = {}
 
     def read(i: int) -> tuple[int, int]:
-        ps = sorted(set(map(pos.__getitem__, scored[i].candidate.nodes)))
+        ps = sorted(set(map(pos.__getitem__, nodes_of(i))))
         lo = ps[0]
         return lo, shapes.setdefault(tuple(p - lo for p in ps), len(shapes))
 
@@ -728,6 +738,57 @@ def _duplicate_reason(w_rule: str, w_priority: int, rule: str, priority: int) ->
     return f"same nodes as {w_rule} (priority {w_priority} > {priority})"
 
 
+def _duplicate_groups(
+    graph: Graph,
+    viable: Sequence[int],
+    nodes_of: Callable[[int], Sequence[str]],
+    twins: Mapping[int, tuple[int, int]],
+) -> list[list[int]]:
+    """The viable candidates (indices) sharing a node set with another, per set
+    (``_set_keys``: no set made per record; node sets shared by several grouped by numpy)."""
+    at = np.asarray(_set_keys(graph, nodes_of, viable, twins), dtype=np.int64)
+    order = np.argsort(at, kind="stable")
+    srt = at[order]
+    edge = np.flatnonzero(srt[1:] != srt[:-1]) + 1
+    starts, ends = np.r_[0, edge], np.r_[edge, len(srt)]
+    many = np.flatnonzero(ends - starts > 1)
+    pick = np.asarray(viable, dtype=np.int64)[order]
+    return [
+        pick[a:b].tolist() for a, b in zip(starts[many].tolist(), ends[many].tolist(), strict=True)
+    ]
+
+
+def _duplicate_losers(
+    groups: Iterable[list[int]],
+    priority_of: Callable[[int], int],
+    candidate_of: Callable[[int], Candidate],
+) -> Iterator[tuple[int, str]]:
+    """Per group of viable candidates with one node set: every one but the highest
+    priority's (then least key), with why it is a duplicate, as (index, reason)."""
+    texts: dict[tuple, str] = {}  # one reason per (winner's rule and priority, loser's)
+    for idxs in groups:
+        if len(idxs) < 2:
+            continue
+        prio = {i: priority_of(i) for i in idxs}
+        rule = {i: candidate_of(i).rule for i in idxs}
+        # ranked by (-priority, candidate key); the key starts with the rule name, so
+        # when no two share priority and rule (the common case: 10^4 groups on a
+        # stack) (-priority, rule) orders them alike without spelling a key
+        heads = [(-prio[i], rule[i], i) for i in idxs]
+        if len({h[:2] for h in heads}) == len(heads):
+            ranked = [h[2] for h in sorted(heads)]
+        else:
+            ranked = sorted(idxs, key=lambda i: (-prio[i], candidate_of(i).key))
+        w = ranked[0]
+        w_rule, w_priority = rule[w], prio[w]
+        for i in ranked[1:]:
+            told = (w_rule, w_priority, rule[i], prio[i])
+            why = texts.get(told)
+            if why is None:
+                why = texts[told] = _duplicate_reason(*told)
+            yield i, why
+
+
 def _reduce_duplicates(
     scored: list[ScoredCandidate],
     graph: Graph | None = None,
@@ -740,53 +801,22 @@ def _reduce_duplicates(
     is_fuse = map(is_, map(attrgetter("verdict"), scored), repeat(Verdict.FUSE))
     viable = list(compress(range(len(scored)), is_fuse))
     groups: Iterable[list[int]]
-    if graph is not None:  # ints: the node sets shared by several grouped by numpy
-        at = np.asarray(_set_keys(graph, scored, viable, twins or {}), dtype=np.int64)
-        order = np.argsort(at, kind="stable")
-        srt = at[order]
-        edge = np.flatnonzero(srt[1:] != srt[:-1]) + 1
-        starts, ends = np.r_[0, edge], np.r_[edge, len(srt)]
-        many = np.flatnonzero(ends - starts > 1)
-        if not len(many):
-            return scored
-        pick = np.asarray(viable, dtype=np.int64)[order]
-        groups = (
-            pick[a:b].tolist()
-            for a, b in zip(starts[many].tolist(), ends[many].tolist(), strict=True)
-        )
+    if graph is not None:
+        groups = _duplicate_groups(graph, viable, lambda i: scored[i].candidate.nodes, twins or {})
     else:
         records = map(scored.__getitem__, viable)
         keys = list(map(frozenset, map(attrgetter("candidate.nodes"), records)))
         shared = {h for h, n in Counter(keys).items() if n > 1}  # counted in C; few repeat
-        if not shared:
-            return scored
         by_nodes: dict[object, list[int]] = {}
         for i, h in zip(viable, keys, strict=True):
             if h in shared:
                 by_nodes.setdefault(h, []).append(i)
         groups = by_nodes.values()
     out = list(scored)
-    texts: dict[tuple, str] = {}  # one reason per (winner's rule and priority, loser's)
-    for idxs in groups:
-        if len(idxs) < 2:
-            continue
-        # ranked by (-priority, candidate key); the key starts with the rule name, so
-        # when no two share priority and rule (the common case: 10^4 groups on a
-        # stack) (-priority, rule) orders them alike without spelling a key
-        heads = [(-scored[i].priority, scored[i].candidate.rule, i) for i in idxs]
-        if len({h[:2] for h in heads}) == len(heads):
-            ranked = [h[2] for h in sorted(heads)]
-        else:
-            ranked = sorted(idxs, key=lambda i: (-scored[i].priority, scored[i].candidate.key))
-        win = scored[ranked[0]]
-        w_rule, w_priority = win.candidate.rule, win.priority
-        for i in ranked[1:]:
-            sc = scored[i]
-            told = (w_rule, w_priority, sc.candidate.rule, sc.priority)
-            why = texts.get(told)
-            if why is None:
-                why = texts[told] = _duplicate_reason(*told)
-            out[i] = relabel(sc, Verdict.DUPLICATE, "duplicate", why)
+    for i, why in _duplicate_losers(
+        groups, lambda i: scored[i].priority, lambda i: scored[i].candidate
+    ):
+        out[i] = relabel(scored[i], Verdict.DUPLICATE, "duplicate", why)
     return out
 
 
@@ -829,10 +859,13 @@ def score_candidates(
     target: Target,
     *,
     benefit_threshold: float | None = None,
-) -> tuple[ScoredCandidate, ...]:
+) -> Sequence[ScoredCandidate]:
     """Score every candidate and near miss; sorted by candidate key (deterministic).
 
-    ``benefit_threshold`` overrides every rule's own threshold when given.
+    ``benefit_threshold`` overrides every rule's own threshold when given. On the
+    memo's result (``MatchResult.near_at`` known) the records come as a
+    ``ScoredRecords``: verdicts, codes, rules and net bytes as arrays, each record made
+    on first read; else as a tuple.
     """
     if isinstance(match_result, MatchResult):
         candidates, near = match_result.candidates, match_result.near_misses
@@ -842,16 +875,21 @@ def score_candidates(
     twins = match_result.twins if isinstance(match_result, MatchResult) else {}
     with paused_gc():
         memo = GroupMemo(graph, target)
-        scored: list[ScoredCandidate] = [None] * len(candidates)  # type: ignore[list-item]
-        for i in _not_twins(twins, len(candidates)):
+        n_c = len(candidates)
+        # records made now, by candidate index (the candidates that are no twin, and the
+        # twins whose names pick another anchor); the others are made from a template
+        # (``_TwinScored.like``) when read
+        made: dict[int, ScoredCandidate] = {}
+        template = np.full(n_c, -1, dtype=np.int64)
+        templates: list[tuple] = []
+        for i in _not_twins(twins, n_c):
             c = candidates[i]
-            scored[i] = score_one(graph, c, rules.get(c.rule), target, benefit_threshold, memo=memo)
+            made[i] = score_one(graph, c, rules.get(c.rule), target, benefit_threshold, memo=memo)
         # a translated candidate takes its twin's verdict and numbers (match.memo),
         # unless names of tied anchor candidates sort otherwise by length there
         # per twin source: its tied anchor outputs (node position, port), and which of
-        # them the source picks (by name length)
-        # (and the record template of its twins: _TwinScored.like)
-        ties: dict[int, tuple[tuple[tuple[int, int], ...], int, str, tuple]] = {}
+        # them the source picks (by name length), its rule and its twins' template
+        ties: dict[int, tuple[tuple[tuple[int, int], ...], int, str, int]] = {}
         by_port: dict[int, Any] = {}  # output port -> each node's output name length there
 
         def out_len(q: int) -> Any:
@@ -867,12 +905,11 @@ def score_candidates(
         redo: dict[str, tuple] = {}  # per rule: what _TwinScored recomputes its words with
         pos = topo_position(graph)
         nodes = graph.nodes
-        like = _TwinScored.like
 
-        def source(j: int) -> tuple[tuple[tuple[int, int], ...], int, str, tuple]:
+        def source(j: int) -> tuple[tuple[tuple[int, int], ...], int, str, int]:
             hit = ties.get(j)
             if hit is None:
-                base = scored[j]
+                base = made[j]
                 tied = _anchor_ties(graph, memo.analyse(base.candidate.nodes)[0])
                 at = tuple(
                     (pos[graph.tensors[t].producer], graph.tensors[t].producer_port or 0)
@@ -888,21 +925,21 @@ def score_candidates(
                         benefit_threshold,
                         memo,
                     )
+                templates.append(_TwinScored.like_template(base, again))
                 hit = ties[j] = (
                     at,
                     _first_shortest([nodes[k].outputs[q] for k, q in at]) if at else 0,
                     rule_name,
-                    _TwinScored.like_template(base, again),
+                    len(templates) - 1,
                 )
             return hit
 
         for j, idx, shifts in _by_source(twins):
-            refs, picked, rule_name, template = source(j)
+            refs, picked, rule_name, t = source(j)
             cs = list(map(candidates.__getitem__, idx))
             if not refs and all(map(rule_name.__eq__, map(attrgetter("rule"), cs))):
-                # the common case: every twin of this source takes its record, in C maps
-                for i, rec in zip(idx, map(like, cs, repeat(template)), strict=True):
-                    scored[i] = rec
+                # the common case: every twin of this source takes its record
+                template[idx] = t
                 continue
             # where the source's anchor is one of equal-sized outputs picked by name
             # length, each twin whose names pick the same one (``_first_shortest`` at
@@ -914,36 +951,164 @@ def score_candidates(
                 same = (lengths.argmin(axis=0) == picked).tolist()
             for i, c, alike in zip(idx, cs, same, strict=True):
                 if alike and rule_name == c.rule:
-                    scored[i] = like(c, template)
+                    template[i] = t
                     continue
-                scored[i] = score_one(
+                made[i] = score_one(
                     graph, c, rules.get(c.rule), target, benefit_threshold, memo=memo
                 )
-        scored = _reduce_duplicates(scored, graph, twins)
-        from_near = _from_near_misses(graph, near, rules, target)
+        like = _TwinScored.like
+
+        def get(i: int) -> ScoredCandidate:
+            rec = made.get(i)
+            return rec if rec is not None else like(candidates[i], templates[int(template[i])])
+
+        # verdicts of the candidates: the duplicates' check reads them
+        t_verdict = np.fromiter((VERDICT_ID[t[1]] for t in templates), np.int64, len(templates))
+        verdict_c = np.full(n_c, -1, dtype=np.int64)
+        has_t = template >= 0
+        verdict_c[has_t] = t_verdict[template[has_t]]
+        for i, rec in made.items():
+            verdict_c[i] = VERDICT_ID[rec.verdict]
+        viable = np.flatnonzero(verdict_c == FUSE_ID).tolist()
+        groups = _duplicate_groups(graph, viable, lambda i: candidates[i].nodes, twins)
+
+        def priority_of(i: int) -> int:
+            rec = made.get(i)
+            return rec.priority if rec is not None else templates[int(template[i])][0]
+
+        # a twin that is a duplicate takes a template of its own (one per template and
+        # reason: ``relabel``'s record, made when read)
+        dup_templates: dict[tuple[int, str], int] = {}
+        for i, why in _duplicate_losers(groups, priority_of, candidates.__getitem__):
+            verdict_c[i] = VERDICT_ID[Verdict.DUPLICATE]
+            rec = made.get(i)
+            if rec is not None:
+                made[i] = relabel(rec, Verdict.DUPLICATE, "duplicate", why)
+                continue
+            t = int(template[i])
+            d = dup_templates.get((t, why))
+            if d is None:
+                priority, _v, _c, cost, _given, again = templates[t]
+                templates.append((priority, Verdict.DUPLICATE, "duplicate", cost, why, again))
+                d = dup_templates[t, why] = len(templates) - 1
+            template[i] = d
+        near_record = _near_record_maker(graph, rules, target)
         near_at = match_result.near_at if isinstance(match_result, MatchResult) else None
-        if near_at is not None and len(near_at) == len(from_near):
-            return _merged(scored, from_near, near_at)
-        # (candidate key, verdict), the key's parts read one by one (a translated
-        # candidate keeps no key tuple): a StrEnum sorts as its value
-        order = attrgetter("candidate.rule", "candidate.nodes", "candidate.alternative", "verdict")
-        return tuple(sorted(scored + from_near, key=order))
+        if near_at is None or len(near_at) != len(near):
+            scored = list(map(get, range(n_c)))
+            from_near = list(map(near_record, near))
+            # (candidate key, verdict), the key's parts read one by one (a translated
+            # candidate keeps no key tuple): a StrEnum sorts as its value
+            order = attrgetter(
+                "candidate.rule", "candidate.nodes", "candidate.alternative", "verdict"
+            )
+            return tuple(sorted(scored + from_near, key=order))
+        return _records(
+            candidates,
+            near,
+            near_at,
+            made,
+            template,
+            templates,
+            verdict_c,
+            near_record,
+            {name: r.priority for name, r in rules.items()},
+        )
 
 
-def _merged(
-    scored: list[ScoredCandidate], near: list[ScoredCandidate], near_at: Any
-) -> tuple[ScoredCandidate, ...]:
+def _rule_runs(seq: Sequence[Any], rule_of: Callable[[Any], str]) -> tuple[list[str], list[int]]:
+    """The rules of a sequence sorted by rule, and how many records each has (a binary
+    search per rule, not a read per record)."""
+    names: list[str] = []
+    sizes: list[int] = []
+    i, n = 0, len(seq)
+    while i < n:
+        r = rule_of(seq[i])
+        j = bisect_right(seq, r, i, n, key=rule_of)
+        names.append(r)
+        sizes.append(j - i)
+        i = j
+    return names, sizes
+
+
+def _records(
+    candidates: Sequence[Candidate],
+    near: Sequence[NearMiss],
+    near_at: Any,
+    made: dict[int, ScoredCandidate],
+    template: np.ndarray,
+    templates: list[tuple],
+    verdict_c: np.ndarray,
+    near_record: Callable[[NearMiss], ScoredCandidate],
+    priority: Mapping[str, int],
+) -> ScoredRecords:
     """The candidates' records (in key order) and the near misses' (in key order) in one
     key order, near miss ``k`` right before candidate ``near_at[k]`` (``MatchResult``:
     all keys distinct): what sorting them by (key, verdict) gives, without reading a key
-    (10^5-10^6 records on a stack)."""
-    n_c, n_n = len(scored), len(near)
+    (10^5-10^6 records on a stack); each record made when read."""
+    n_c, n_n = len(candidates), len(near)
     at = np.asarray(near_at, dtype=np.int64)
-    perm = np.empty(n_c + n_n, dtype=np.int64)
+    origin = np.empty(n_c + n_n, dtype=np.int64)
     # candidate i: after itself and the near misses that sort before it
-    perm[np.arange(n_c) + np.searchsorted(at, np.arange(n_c), "right")] = np.arange(n_c)
-    perm[at + np.arange(n_n)] = np.arange(n_c, n_c + n_n)
-    both = np.empty(n_c + n_n, dtype=object)  # (no int object per record, as tolist makes)
-    both[:n_c] = scored
-    both[n_c:] = near
-    return tuple(both[perm])
+    origin[np.arange(n_c) + np.searchsorted(at, np.arange(n_c), "right")] = np.arange(n_c)
+    origin[at + np.arange(n_n)] = np.arange(n_c, n_c + n_n)
+    # codes: per candidate from its template or record, per near miss its own
+    code_names: dict[str, int] = {}
+    t_code = np.fromiter(
+        (code_names.setdefault(t[2], len(code_names)) for t in templates),
+        np.int64,
+        len(templates),
+    )
+    t_net = np.fromiter(
+        (t[3].net_bytes if t[3] is not None else 0 for t in templates), np.int64, len(templates)
+    )
+    t_costed = np.fromiter((t[3] is not None for t in templates), bool, len(templates))
+    has_t = template >= 0
+    code_c = np.zeros(n_c, dtype=np.int64)
+    net_c = np.zeros(n_c, dtype=np.int64)
+    costed_c = np.zeros(n_c, dtype=bool)
+    code_c[has_t] = t_code[template[has_t]]
+    net_c[has_t] = t_net[template[has_t]]
+    costed_c[has_t] = t_costed[template[has_t]]
+    for i, rec in made.items():
+        code_c[i] = code_names.setdefault(rec.code, len(code_names))
+        cost = rec.cost
+        if cost is not None:
+            net_c[i] = cost.net_bytes
+            costed_c[i] = True
+    near_codes = list(map(attrgetter("code"), near))
+    for code in dict.fromkeys(near_codes):
+        code_names.setdefault(code, len(code_names))
+    code_n = np.fromiter(map(code_names.__getitem__, near_codes), np.int64, n_n)
+    verdict_of = {
+        code_names[c]: VERDICT_ID[_NEAR_MISS_VERDICTS.get(c, Verdict.CONSTRAINT_FAILED)]
+        for c in dict.fromkeys(near_codes)
+    }
+    verdict_n = np.zeros(n_n, dtype=np.int64)
+    for k, v in verdict_of.items():
+        verdict_n[code_n == k] = v
+    # rules: candidates and near misses each come in runs of one rule (key order)
+    rule_names: dict[str, int] = {}
+    per: list[Any] = []
+    for seq, get in ((candidates, attrgetter("rule")), (near, attrgetter("candidate.rule"))):
+        names, sizes = _rule_runs(seq, get)
+        ids = [rule_names.setdefault(r, len(rule_names)) for r in names]
+        per.append(np.repeat(np.asarray(ids, dtype=np.int64), sizes))
+    return ScoredRecords(
+        origin=origin,
+        candidates=candidates,
+        near=near,
+        made=made,
+        template=template,
+        templates=templates,
+        twin=_TwinScored.like,
+        near_record=near_record,
+        verdicts=np.concatenate([verdict_c, verdict_n])[origin].astype(np.int8),
+        codes=np.concatenate([code_c, code_n])[origin].astype(np.int32),
+        code_names=list(code_names),
+        rules=np.concatenate(per)[origin].astype(np.int32),
+        rule_names=list(rule_names),
+        rule_priority=[priority.get(r, 0) for r in rule_names],
+        nets=np.concatenate([net_c, np.zeros(n_n, dtype=np.int64)])[origin],
+        costed=np.concatenate([costed_c, np.zeros(n_n, dtype=bool)])[origin],
+    )

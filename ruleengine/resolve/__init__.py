@@ -20,9 +20,10 @@ from itertools import chain, compress, repeat
 from operator import attrgetter, gt, is_, is_not
 
 from ruleengine.cost.model import ScoredCandidate, Verdict
+from ruleengine.cost.scored import RecordView, ScoredRecords
 from ruleengine.errors import UsageError
 from ruleengine.graph.model import Graph
-from ruleengine.resolve.greedy import select_greedy
+from ruleengine.resolve.greedy import greedy_at, select_greedy
 from ruleengine.resolve.lost import LostCandidates
 from ruleengine.resolve.model import Resolution
 from ruleengine.resolve.segments import Table, plan_chain, solve_chain
@@ -87,12 +88,22 @@ def _resolve(
     if solver not in SOLVERS:
         raise UsageError(f"unknown solver {solver!r}; choose one of {', '.join(SOLVERS)}")
     start = time.perf_counter()
-    # the verdicts compared by C-level maps (10^5-10^6 records on a stack), the few
-    # viable ones then checked for a cost
-    fuse = list(
-        compress(scored, map(is_, map(attrgetter("verdict"), scored), repeat(Verdict.FUSE)))
-    )
-    viable = list(compress(fuse, map(is_not, map(attrgetter("cost"), fuse), repeat(None))))
+    viable: Sequence[ScoredCandidate]
+    nets: list[int] | None = None
+    sets: list[tuple[str, ...]] | None = None
+    if isinstance(scored, ScoredRecords):
+        # the cost stage's arrays: verdicts, costs, net bytes; the nodes read from the
+        # candidates, a record made only for what is chosen (or read)
+        at = scored.viable()
+        viable = scored.view(at)
+        nets, sets = scored.nets[at].tolist(), scored.nodes(at)
+    else:
+        # the verdicts compared by C-level maps (10^5-10^6 records on a stack), the few
+        # viable ones then checked for a cost
+        fuse = list(
+            compress(scored, map(is_, map(attrgetter("verdict"), scored), repeat(Verdict.FUSE)))
+        )
+        viable = list(compress(fuse, map(is_not, map(attrgetter("cost"), fuse), repeat(None))))
     if solver == "greedy":
         chosen = _order_chosen(graph, select_greedy(graph, viable))
         return Resolution(
@@ -106,7 +117,9 @@ def _resolve(
             0,
         )
     greedy = _Greedy(graph, viable)
-    chosen, status, bound, components = _solve_exact(graph, viable, greedy, time_limit_s, seed)
+    chosen, status, bound, components = _solve_exact(
+        graph, viable, greedy, time_limit_s, seed, nets, sets
+    )
     objective = sum(_net(s) for s in chosen)
     if status != "OPTIMAL":  # an optimum is never below greedy's choice, which is feasible
         greedy_objective = sum(_net(s) for s in greedy.chosen)
@@ -141,6 +154,22 @@ class _Greedy:
     @cached_property
     def ids(self) -> frozenset[int]:
         return frozenset(map(id, self.chosen))
+
+    @cached_property
+    def positions(self) -> frozenset[int]:
+        """The chosen's positions in the cost stage's records (``RecordView``)."""
+        viable = self.viable
+        assert isinstance(viable, RecordView)
+        return frozenset(viable.positions[greedy_at(self.graph, viable)].tolist())
+
+    def hint(self, cands: Sequence[ScoredCandidate], members: Sequence[int]) -> tuple[int, ...]:
+        """Which of ``members`` (indices of ``cands``) the greedy choice takes."""
+        if isinstance(cands, RecordView) and isinstance(self.viable, RecordView):
+            taken = self.positions
+            at = cands.positions[list(members)].tolist()
+            return tuple(k for k, p in enumerate(at) if p in taken)
+        ids = self.ids
+        return tuple(k for k, g in enumerate(members) if id(cands[g]) in ids)
 
 
 def _as_intervals(members: Sequence[int], span: tuple) -> list[tuple[int, int, int]] | None:
@@ -346,17 +375,27 @@ def _solve_exact(
     greedy: _Greedy,
     time_limit_s: float,
     seed: int,
+    nets: list[int] | None = None,
+    node_tuples: list[tuple[str, ...]] | None = None,
 ) -> tuple[list[ScoredCandidate], str, int, int]:
+    """``nets`` and ``node_tuples``: the viable records' net bytes and nodes, when known
+    without reading the records (``ScoredRecords``)."""
     deadline = time.perf_counter() + time_limit_s
     # Only candidates that save something can be worth choosing.
     # (viable records all have a cost; C-level maps: 10^5 of them on a 2048-layer stack)
-    nets = list(map(attrgetter("cost.net_bytes"), viable))
+    if nets is None:
+        nets = list(map(attrgetter("cost.net_bytes"), viable))
     saves = list(map(gt, nets, repeat(0)))
-    cands = list(compress(viable, saves))
     weights = list(compress(nets, saves))
     # each candidate's nodes as its tuple (a node set per record is ~1 KB: 10^5 viable
     # records on a 2048-layer stack); sets are made where set semantics matter
-    sets = list(map(attrgetter("candidate.nodes"), cands))
+    cands: Sequence[ScoredCandidate]
+    if isinstance(viable, RecordView) and node_tuples is not None:
+        cands = viable.view(list(compress(range(len(viable)), saves)))
+        sets = list(compress(node_tuples, saves))
+    else:
+        cands = list(compress(viable, saves))
+        sets = list(map(attrgetter("candidate.nodes"), cands))
     comps = _Components(len(cands))
     order = {n.name: n.index for n in graph.nodes}  # node -> topological index
     comps.link_overlapping(sets, order)
@@ -427,7 +466,7 @@ def _solve_exact(
         # its answer never depends on node names or string hashing, and the identical
         # components of a stack of identical layers are solved once.
         local = {g: k for k, g in enumerate(members)}
-        node_lists = [cands[g].candidate.nodes for g in members]
+        node_lists = [sets[g] for g in members]
         first_use = dict.fromkeys(chain.from_iterable(node_lists))
         label = dict(zip(first_use, range(len(first_use)), strict=True))
         local_sets = tuple(tuple(map(label.__getitem__, ns)) for ns in node_lists)
@@ -435,8 +474,7 @@ def _solve_exact(
         local_cut_sets = tuple(sorted(tuple(sorted(local[g] for g in cut)) for cut in local_cuts))
         # the greedy choice as CP-SAT's hint, for a whole component (a segment's interior
         # part goes without: greedy's choice there may clash with the segment's boundary)
-        taken = greedy.ids if not part else frozenset()
-        hint = tuple(k for k, g in enumerate(members) if id(cands[g]) in taken)
+        hint = greedy.hint(cands, members) if not part else ()
         key = (local_weights, local_sets, local_cut_sets, hint)
         hit = memo.get(key)
         if hit is None:

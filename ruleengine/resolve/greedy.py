@@ -6,44 +6,86 @@ nodes); take one when none of its nodes is taken and it closes no contracted cyc
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from operator import attrgetter
+from collections.abc import Iterable, Sequence
+from operator import attrgetter, neg
+from typing import Any
 
 from ruleengine.cost.model import ScoredCandidate
+from ruleengine.cost.scored import RecordView
 from ruleengine.graph.model import Graph
 from ruleengine.topology import Contraction
 
 
+def _order(
+    nets: Iterable[int], prios: Iterable[int], rules: Iterable[str], nodes: Iterable[tuple]
+) -> list[int]:
+    """Indices sorted by (-net bytes, -priority, rule, nodes), ties in input order: the
+    stable sort's order by keys made by C-level maps, not a key function per record."""
+    keys = list(zip(map(neg, nets), map(neg, prios), rules, nodes, strict=True))
+    return sorted(range(len(keys)), key=keys.__getitem__)
+
+
 def greedy_order(viable: Sequence[ScoredCandidate]) -> list[ScoredCandidate]:
-    """Sorted by (-net bytes, -priority, rule, nodes), ties in input order. The keys are
-    made by C-level maps (10^5 viable candidates on a 2048-layer stack), not a key
-    function per record; the order is the stable sort's by that key."""
-    nets = [-(c.net_bytes if c else 0) for c in map(attrgetter("cost"), viable)]
-    prios = [-p for p in map(attrgetter("priority"), viable)]
-    keys = list(
-        zip(
-            nets,
-            prios,
-            map(attrgetter("candidate.rule"), viable),
-            map(attrgetter("candidate.nodes"), viable),
-            strict=True,
-        )
+    """Sorted by (-net bytes, -priority, rule, nodes), ties in input order (10^5 viable
+    candidates on a 2048-layer stack)."""
+    order = _order(
+        [c.net_bytes if c else 0 for c in map(attrgetter("cost"), viable)],
+        map(attrgetter("priority"), viable),
+        map(attrgetter("candidate.rule"), viable),
+        map(attrgetter("candidate.nodes"), viable),
     )
-    return list(map(viable.__getitem__, sorted(range(len(keys)), key=keys.__getitem__)))
+    return list(map(viable.__getitem__, order))
 
 
-def select_greedy(graph: Graph, viable: Sequence[ScoredCandidate]) -> list[ScoredCandidate]:
-    """The greedy choice (in the order taken)."""
-    chosen: list[ScoredCandidate] = []
+def _taken(graph: Graph, order: Iterable[int], nodes_of: Sequence[tuple]) -> list[int]:
+    """Of ``order``, those taken: no node taken before, no contracted cycle closed."""
+    chosen: list[int] = []
     contraction = Contraction(graph)
     taken: set[str] = set()
-    for sc in greedy_order(viable):
-        nodes = frozenset(sc.candidate.nodes)  # made and let go: not cached on the record
+    for i in order:
+        nodes = frozenset(nodes_of[i])  # made and let go: not cached on the record
         if not taken.isdisjoint(nodes):
             continue
         if contraction.closes_cycle(nodes) is not None:
             continue
-        chosen.append(sc)
+        chosen.append(i)
         contraction.add(nodes)
         taken |= nodes
     return chosen
+
+
+def select_greedy(graph: Graph, viable: Sequence[ScoredCandidate]) -> list[ScoredCandidate]:
+    """The greedy choice (in the order taken). On a ``RecordView`` of the cost stage's
+    ``ScoredRecords`` the order is read from its arrays and the candidates, and a record
+    is made for the chosen only."""
+    if isinstance(viable, RecordView):
+        return list(map(viable.__getitem__, greedy_at(graph, viable)))
+    ordered = greedy_order(viable)
+    return list(map(ordered.__getitem__, _taken(graph, range(len(ordered)), _Nodes(ordered))))
+
+
+def greedy_at(graph: Graph, viable: RecordView) -> list[int]:
+    """``select_greedy``'s choice as indices of ``viable`` (no record made)."""
+    records, at = viable.records, viable.positions
+    nodes = records.nodes(at)
+    rule_ids = records.rules[at].tolist()
+    order = _order(
+        records.nets[at].tolist(),
+        map(records.rule_priority.__getitem__, rule_ids),
+        map(records.rule_names.__getitem__, rule_ids),
+        nodes,
+    )
+    return _taken(graph, order, nodes)
+
+
+class _Nodes(Sequence[tuple]):
+    """The records' node tuples, read when asked."""
+
+    def __init__(self, records: Sequence[ScoredCandidate]) -> None:
+        self.records = records
+
+    def __len__(self) -> int:
+        return len(self.records)
+
+    def __getitem__(self, i: Any) -> Any:
+        return self.records[i].candidate.nodes

@@ -14,7 +14,10 @@ from itertools import compress
 from operator import not_
 from typing import Any
 
+import numpy as np
+
 from ruleengine.cost.model import ScoredCandidate, Verdict
+from ruleengine.cost.scored import RecordView
 from ruleengine.cost.scoring import relabel
 from ruleengine.graph.model import Graph
 from ruleengine.topology import Contraction
@@ -38,7 +41,16 @@ class LostCandidates(Sequence[tuple[ScoredCandidate, str]]):
         note: str,
     ) -> None:
         picked = set(map(id, chosen))  # ids compared by C-level maps (10^5 records)
-        self._losers = list(compress(viable, map(not_, map(picked.__contains__, map(id, viable)))))
+        self._losers: Sequence[ScoredCandidate]
+        if isinstance(viable, RecordView):
+            # the records made so far (None where none is: no chosen one is unmade)
+            made = viable.records.made(viable.positions)
+            won = np.fromiter(map(picked.__contains__, map(id, made)), bool, len(made))
+            self._losers = viable.view(np.flatnonzero(~won))
+        else:
+            self._losers = list(
+                compress(viable, map(not_, map(picked.__contains__, map(id, viable))))
+            )
         self._graph = graph
         self._chosen = tuple(chosen)
         self._note = note
@@ -49,7 +61,7 @@ class LostCandidates(Sequence[tuple[ScoredCandidate, str]]):
 
     def losers(self) -> Sequence[ScoredCandidate]:
         """The losers as scored (verdict still ``fuse``), in order: what the pairs
-        relabel."""
+        relabel (a ``RecordView`` when resolve had the cost stage's ``ScoredRecords``)."""
         return self._losers
 
     def why(self, k: int) -> str:

@@ -19,6 +19,7 @@ from pathlib import PurePosixPath, PureWindowsPath
 from typing import Any, NoReturn
 
 from ruleengine.cost.model import ScoredCandidate, Target, Verdict
+from ruleengine.cost.scored import RecordView, ScoredRecords
 from ruleengine.diagnostics.model import Diagnostic, Location, Severity
 from ruleengine.errors import OutputError
 from ruleengine.graph.model import Graph
@@ -383,6 +384,22 @@ class RejectedCandidates(Sequence[Rejection]):
         candidate key order) and ``lost`` ``resolve``'s of it (in the same order): the
         near misses are not looked up among the records, and no bucket's order is
         checked (10^5-10^6 records on a stack)."""
+        self._all: tuple[Rejection, ...] | None = None
+        self._buckets: dict[tuple[str, str], list[int]] | None = None
+        self._nodes: list[tuple[str, ...]] | None = None
+        self._in_order = from_cost
+        # (rule ids, rule names, verdict ids, verdict names) per entry, when known as arrays
+        self._keys: tuple[Any, list[str], Any, list[str]] | None = None
+        losers = lost.losers() if isinstance(lost, LostCandidates) else None
+        if (
+            from_cost
+            and isinstance(scored, ScoredRecords)
+            and isinstance(losers, RecordView)
+            and losers.records is scored
+            and not dropped
+        ):
+            self._from_arrays(scored, lost, losers)  # type: ignore[arg-type]
+            return
         # One entry per rejection, in the order a stable sort ties them, kept as parallel
         # lists filled by C-level maps (10^5-10^6 entries): the record (with .candidate
         # and a .reason read when shown), its verdict, its code; fixed reasons by index.
@@ -396,7 +413,7 @@ class RejectedCandidates(Sequence[Rejection]):
         if isinstance(lost, LostCandidates):
             # the losers as scored (same candidates), each reason made when shown
             start = len(src)
-            src += lost.losers()
+            src += losers  # type: ignore[arg-type]
             self._lost = (start, len(src), lost)
         else:
             for sc, why in lost:
@@ -430,11 +447,39 @@ class RejectedCandidates(Sequence[Rejection]):
                     src.append(nm)
                     verdicts.append("near_miss")
                     codes.append(nm.code)
-        self._src, self._verdicts, self._codes, self._reasons = src, verdicts, codes, reasons
-        self._all: tuple[Rejection, ...] | None = None
-        self._buckets: dict[tuple[str, str], list[int]] | None = None
-        self._nodes: list[tuple[str, ...]] | None = None
-        self._in_order = from_cost
+        self._src: Sequence[Any] = src
+        self._verdicts: Sequence[str] = verdicts
+        self._codes: Sequence[str] = codes
+        self._reasons = reasons
+
+    def _from_arrays(self, scored: ScoredRecords, lost: LostCandidates, losers: RecordView) -> None:
+        """The entries from the cost stage's arrays (``ScoredRecords``): the records not
+        viable, then the losers, a record made only for an entry shown."""
+        import numpy as np
+
+        from ruleengine.cost.scored import FUSE_ID, VERDICT_ID, VERDICTS
+
+        rejected = np.flatnonzero(scored.verdicts != FUSE_ID)
+        n_r, n_l = len(rejected), len(losers)
+        self._src = scored.view(np.concatenate([rejected, losers.positions]))
+        lost_verdict = VERDICT_ID[Verdict.LOST_CONFLICT]
+        verdict_names = [str(v) for v in VERDICTS]
+        verdict_ids = np.concatenate(
+            [scored.verdicts[rejected].astype(np.int64), np.full(n_l, lost_verdict, np.int64)]
+        )
+        code_names = [*scored.code_names, "lost-conflict"]
+        code_ids = np.concatenate(
+            [
+                scored.codes[rejected].astype(np.int64),
+                np.full(n_l, len(scored.code_names), np.int64),
+            ]
+        )
+        self._verdicts = _Named(verdict_ids, verdict_names)
+        self._codes = _Named(code_ids, code_names)
+        rule_ids = scored.rules[self._src.positions].astype(np.int64)  # type: ignore[attr-defined]
+        self._keys = (rule_ids, list(scored.rule_names), verdict_ids, verdict_names)
+        self._reasons = {}
+        self._lost = (n_r, n_r + n_l, lost)
 
     @staticmethod
     def _rules(src: list[Any]) -> Iterator[str]:
@@ -469,6 +514,12 @@ class RejectedCandidates(Sequence[Rejection]):
 
     def by_verdict(self) -> dict[str, int]:
         """How many rejections per verdict, in verdict order."""
+        if self._keys is not None:  # counted by np.bincount
+            import numpy as np
+
+            _r, _rn, ids, names = self._keys
+            got = np.bincount(ids, minlength=len(names)).tolist()
+            return {v: got[k] for v, k in sorted((v, k) for k, v in enumerate(names)) if got[k]}
         counts = Counter(self._verdicts)
         return {str(v): counts[v] for v in sorted(counts)}
 
@@ -511,18 +562,24 @@ class RejectedCandidates(Sequence[Rejection]):
         if self._buckets is None:
             import numpy as np
 
-            rules = list(self._rules(self._src))
-            rule_id = {r: k for k, r in enumerate(dict.fromkeys(rules))}
-            verdict_id = {v: k for k, v in enumerate(dict.fromkeys(self._verdicts))}
-            n = len(rules)
-            key = np.fromiter(map(rule_id.__getitem__, rules), np.int64, n) * len(
-                verdict_id
-            ) + np.fromiter(map(verdict_id.__getitem__, self._verdicts), np.int64, n)
+            if self._keys is not None:
+                r_ids, names, v_ids, verdicts = self._keys
+                nv = len(verdicts)
+                n = len(r_ids)
+                key = r_ids * nv + v_ids
+            else:
+                rules = list(self._rules(self._src))
+                rule_id = {r: k for k, r in enumerate(dict.fromkeys(rules))}
+                verdict_id = {v: k for k, v in enumerate(dict.fromkeys(self._verdicts))}
+                n = len(rules)
+                key = np.fromiter(map(rule_id.__getitem__, rules), np.int64, n) * len(
+                    verdict_id
+                ) + np.fromiter(map(verdict_id.__getitem__, self._verdicts), np.int64, n)
+                names = list(rule_id)
+                verdicts = list(verdict_id)
+                nv = len(verdict_id)
             order = np.argsort(key, kind="stable")
             cuts = np.flatnonzero(key[order][1:] != key[order][:-1]) + 1
-            names = list(rule_id)
-            verdicts = list(verdict_id)
-            nv = len(verdict_id)
             self._buckets = {
                 (names[int(key[rows[0]]) // nv], verdicts[int(key[rows[0]]) % nv]): rows.tolist()
                 for rows in (np.split(order, cuts) if n else ())
@@ -536,14 +593,14 @@ class RejectedCandidates(Sequence[Rejection]):
         if self._in_order:
             # in key order (``from_cost``): the n first and those tied with the n-th on
             # nodes, the node tuples read for those only (not for 10^5-10^6 entries)
-            src = self._src
+            cand = self._candidate
             if len(idxs) > n:
-                last = src[idxs[n - 1]].candidate.nodes
+                last = cand(idxs[n - 1]).nodes
                 k = n
-                while k < len(idxs) and src[idxs[k]].candidate.nodes == last:
+                while k < len(idxs) and cand(idxs[k]).nodes == last:
                     k += 1
                 idxs = idxs[:k]
-            ns = [src[i].candidate.nodes for i in idxs]
+            ns = [cand(i).nodes for i in idxs]
             rows = zip(ns, map(codes.__getitem__, idxs), idxs, strict=True)
             first = sorted(rows) if len(idxs) <= n else heapq.nsmallest(n, rows)
             return list(map(itemgetter(2), first))
@@ -566,13 +623,18 @@ class RejectedCandidates(Sequence[Rejection]):
 
     def _order(self, idxs: Iterable[int]) -> list[int]:
         """Entry indices in plan order: (rule, nodes, code), ties in entry order."""
-        src, codes = self._src, self._codes
-        return sorted(
-            idxs, key=lambda i: (src[i].candidate.rule, src[i].candidate.nodes, codes[i], i)
-        )
+        cand, codes = self._candidate, self._codes
+        return sorted(idxs, key=lambda i: (cand(i).rule, cand(i).nodes, codes[i], i))
 
     def _sorted(self, idxs: list[int]) -> tuple[Rejection, ...]:
         return tuple(map(self._build, self._order(idxs)))
+
+    def _candidate(self, i: int) -> Any:
+        """Entry ``i``'s candidate (from the cost stage's arrays: no record made)."""
+        src = self._src
+        if isinstance(src, RecordView):
+            return src.records.candidate(int(src.positions[i]))
+        return src[i].candidate
 
     def _build(self, i: int) -> Rejection:
         src, code, reason = self._src[i], self._codes[i], self._reasons.get(i)
@@ -582,6 +644,24 @@ class RejectedCandidates(Sequence[Rejection]):
         if reason is None:  # the record's own, read only when shown
             return _LazyRejection(c.rule, c.nodes, verdict, code, src)
         return Rejection(c.rule, c.nodes, verdict, code, reason)
+
+
+class _Named(Sequence[str]):
+    """Names by id: ``names[ids[i]]`` per entry (no string list of 10^5-10^6 entries)."""
+
+    def __init__(self, ids: Any, names: Sequence[str]) -> None:
+        self.ids, self.names = ids, names
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def __getitem__(self, i: Any) -> Any:
+        if isinstance(i, slice):
+            return [self.names[k] for k in self.ids[i].tolist()]
+        return self.names[int(self.ids[i])]
+
+    def __iter__(self) -> Iterator[str]:
+        return map(self.names.__getitem__, self.ids.tolist())
 
 
 FIRST_KEPT = 100  # a compact plan also keeps the first rejections overall (a terminal: 25)

@@ -14,6 +14,7 @@ import pytest
 
 from ruleengine.cost import load_target, score_candidates
 from ruleengine.cost.model import Verdict
+from ruleengine.cost.scored import ScoredRecords
 from ruleengine.cost.scoring import relabel
 from ruleengine.graph import graph_from_model
 from ruleengine.match import find_candidates, memo
@@ -224,3 +225,30 @@ def test_listed_rejections_equal_the_first_of_the_whole_sort(stack, per_key, fir
     assert told.by_verdict() == whole.by_verdict() and len(told) == len(whole)
     summary = list_rejections(scored, res.lost, match, per_key, first, from_cost=True)
     assert summary.kept == list_rejections(scored, res.lost, match, per_key, first).kept
+
+
+def test_resolve_and_plan_on_lazy_records_equal_the_tuple(stack) -> None:
+    """On the cost stage's ``ScoredRecords`` (verdicts, codes, rules and nets as arrays)
+    resolve and the compact plan read arrays and make a record only for what they keep:
+    the same choice, losers and listed rejections as on the tuple of every record."""
+    graph, match, _scored = stack
+    rs = load_rule_set([], preset="all")
+    rs = replace(rs, rules=tuple(r for r in rs.rules if r.name in RULES))
+    target = load_target("ascend910b")
+    lazy = score_candidates(graph, match, rs, target)
+    assert isinstance(lazy, ScoredRecords)
+    made = int(lazy._have.sum())  # the candidates that are no twin (or pick otherwise)
+    res = resolve(graph, lazy)
+    summary = list_rejections(lazy, res.lost, match, from_cost=True)
+    # then a record for what is chosen or listed only
+    more = int(lazy._have.sum()) - made
+    assert more <= len(res.chosen) + len(summary.kept), (more, len(lazy))
+    eager = tuple(score_candidates(graph, match, rs, target))
+    plain = resolve(graph, eager)
+    assert [s.candidate.key for s in res.chosen] == [s.candidate.key for s in plain.chosen]
+    assert (res.objective, res.status) == (plain.objective, plain.status)
+    assert list(res.lost) == list(plain.lost) and len(res.lost) > 0
+    whole = list_rejections(eager, plain.lost, match, from_cost=True)
+    assert summary.kept == whole.kept and summary.counts == whole.counts
+    assert summary.total == whole.total
+    assert list(lazy) == list(eager) and lazy == eager
