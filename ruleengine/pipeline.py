@@ -286,6 +286,7 @@ def fuse(
     from ruleengine.kernels.catalog import catalog_for
     from ruleengine.rewrite import weights
     from ruleengine.rewrite.checking import start_check
+    from ruleengine.rewrite.dot import PendingDot
     from ruleengine.rewrite.emit import render_files, serialize_model
     from ruleengine.rewrite.onnx_rewrite import RewriteError, fused_nodes, rewrite_model
     from ruleengine.rewrite.plan import (
@@ -362,6 +363,9 @@ def fuse(
     from ruleengine.verification import mark_verified, unbound_warning
 
     groups = build_groups(graph, analysis.resolution.chosen, analysis.rule_set)
+    # without verification no group is dropped: the DOT graph of these groups (what it
+    # shows is final here) renders in a forked child beside binding and the rewrite
+    dot = None if do_verify else PendingDot(graph, groups, cores() if jobs is None else jobs)
     groups, calls = bind_groups(graph, groups, analysis.rule_set, catalog)
     unbound = {g.id for g in groups if g.contract is not None and g.contract.status == "unbound"}
     if not do_verify:
@@ -474,6 +478,7 @@ def fuse(
         extra_names=tuple(p.new_location for p in placements if p.how in ("link", "copy")),
         detail=plan_detail,
         before_reports=checked,
+        dot=dot,
     )
     laps.lap("emit")
     plan = replace(plan, timings=tuple(laps.wall), cpu_timings=tuple(laps.cpu))

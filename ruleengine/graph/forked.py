@@ -71,6 +71,12 @@ class Forked:
 
     def result(self) -> bytes:
         """The call's bytes; raises what the call raised (same type and message)."""
+        head = b""
+        while len(head) < _HEADER.size:  # the header first: the payload is joined once
+            chunk = os.read(self._fd, _HEADER.size - len(head))
+            if not chunk:
+                break
+            head += chunk
         chunks = []
         while True:
             chunk = os.read(self._fd, 1 << 20)
@@ -79,16 +85,16 @@ class Forked:
             chunks.append(chunk)
         self._finalizer.detach()
         status = _reap(self._pid, self._fd, False)
-        data = b"".join(chunks)
-        if len(data) < _HEADER.size:
+        if len(head) < _HEADER.size:
             raise ChildProcessError(f"the forked worker ended without a result (status {status})")
-        kind, size = _HEADER.unpack_from(data)
-        payload = memoryview(data)[_HEADER.size :]
+        kind, size = _HEADER.unpack(head)
+        payload = b"".join(chunks)
+        del chunks
         if len(payload) != size:
             raise ChildProcessError("the forked worker's result was cut short")
         if kind == 0:
-            return bytes(payload)
-        raise _exception(kind, bytes(payload))
+            return payload
+        raise _exception(kind, payload)
 
 
 def _child(fd: int, fn: Callable[..., bytes], args: tuple) -> None:

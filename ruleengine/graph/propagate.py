@@ -443,19 +443,13 @@ class PendingShapes:
         from ruleengine.graph.forked import Forked, forkable
 
         reader = reader or TypeReader()
-        data = _serialized_with_values(model, _external_ints(model, folder))
-        # Data propagation (symbolic dims carried through Shape -> Gather -> Concat) only
-        # when a graph input has a symbolic dim: the value pass of ``_resolved`` covers
-        # static inputs, and data propagation peaks at several times the graph's memory
-        # on LLM-size models (docs/shapes.md).
-        data_prop = _symbolic_inputs(model, reader)
-        work = (data, data_prop, list(model.opset_import), opset, folder, reader)
         self._work: tuple | None = None
         self._child: Forked | None = None
         if len(model.graph.node) >= FORK_FROM_NODES and forkable(jobs):
-            self._child = Forked(_pickled_types, *work)
+            # the child serializes the model it sees copy-on-write: none of it here
+            self._child = Forked(_pickled_model_types, model, opset, folder, reader)
         else:
-            self._work = work
+            self._work = _work(model, opset, folder, reader)
 
     def result(self, stats: dict[str, Any] | None = None) -> dict[str, tuple[int, tuple | None]]:
         """What ``resolve_shapes`` returns (raises what the inference raised)."""
@@ -468,6 +462,18 @@ class PendingShapes:
         assert self._work is not None
         work, self._work = self._work, None
         return _types(*work, stats)
+
+
+def _work(model: onnx.ModelProto, opset: int, folder: Path | None, reader: TypeReader) -> tuple:
+    """``_types``'s arguments for ``model``: its bytes, with small external integers
+    written in, and whether to propagate data."""
+    data = _serialized_with_values(model, _external_ints(model, folder))
+    # Data propagation (symbolic dims carried through Shape -> Gather -> Concat) only
+    # when a graph input has a symbolic dim: the value pass of ``_resolved`` covers
+    # static inputs, and data propagation peaks at several times the graph's memory
+    # on LLM-size models (docs/shapes.md).
+    data_prop = _symbolic_inputs(model, reader)
+    return (data, data_prop, list(model.opset_import), opset, folder, reader)
 
 
 def _types(
@@ -485,10 +491,12 @@ def _types(
     return _resolved(inferred, imports, opset, stats, folder, reader)
 
 
-def _pickled_types(*work: Any) -> bytes:
-    """The forked child's work: ``_types`` and its counts, pickled."""
+def _pickled_model_types(
+    model: onnx.ModelProto, opset: int, folder: Path | None, reader: TypeReader
+) -> bytes:
+    """The forked child's work: ``_types`` of ``model`` and its counts, pickled."""
     stats: dict[str, Any] = {}
-    out = _types(*work, stats)
+    out = _types(*_work(model, opset, folder, reader), stats)
     return pickle.dumps((out, stats), protocol=pickle.HIGHEST_PROTOCOL)
 
 

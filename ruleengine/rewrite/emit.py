@@ -84,13 +84,15 @@ def render_files(
     detail: str = "compact",
     extra_names: Sequence[str] = (),
     before_reports: Callable[[Any], Any] | None = None,
+    dot: Any = None,
 ) -> dict[str, bytes]:
     """Every output file's bytes, keyed by path relative to OUTDIR (deterministic order).
 
     ``fused_model_files`` comes from ``serialize_model`` (the model, maybe its weights).
     ``before_reports`` is called with the plan once everything else is rendered; the
     reports are rendered from the plan it returns (``fuse``: the forked check's verdict
-    and times are awaited there).
+    and times are awaited there). ``dot``: a ``dot.PendingDot`` of ``plan.groups`` begun
+    earlier (the DOT graph rendering in a forked child), else it is rendered here.
     """
     from ruleengine.rewrite.dot import dot_bytes, render_svg
     from ruleengine.rewrite.plan import group_json, plan_json
@@ -98,7 +100,7 @@ def render_files(
 
     files: dict[str, bytes] = dict(fused_model_files)
     files["plan.json"] = json_bytes(plan_json(plan, detail))
-    files["graph.dot"] = dot_bytes(graph, plan.groups)
+    files["graph.dot"] = dot.result() if dot is not None else dot_bytes(graph, plan.groups)
     svg = render_svg(files["graph.dot"])
     if svg is not None:
         files["graph.svg"] = svg

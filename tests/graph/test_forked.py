@@ -105,7 +105,7 @@ def test_load_graph_forked_gives_the_same_graph(tmp_path, monkeypatch):
     alone = load_graph(path, jobs=1)
     assert forks == []
     beside = load_graph(path, jobs=2)
-    assert forks == [propagate._pickled_types]
+    assert forks == [propagate._pickled_model_types]
     assert beside == alone
     assert beside.tensors["y"].shape == (6, 5)
 

@@ -11,6 +11,7 @@ import pytest
 
 from ruleengine import pipeline
 from ruleengine.errors import GraphLoadError
+from ruleengine.graph import forked
 from ruleengine.rewrite import checking
 
 from .test_checker_inputs import failing_the_checker
@@ -22,8 +23,10 @@ pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
 
 @pytest.fixture
 def forks(monkeypatch):
-    """Fork the check of any graph; the list of checks begun in a child."""
+    """Fork the check (and the DOT graph's rendering) of any graph; the list of checks
+    begun in a child."""
     monkeypatch.setattr(checking, "FORK_FROM_NODES", 0)
+    monkeypatch.setattr(forked, "FORK_FROM_NODES", 0)
     begun: list[object] = []
     real = checking.PendingCheck.__init__
 

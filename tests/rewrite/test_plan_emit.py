@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import jsonschema
@@ -11,9 +12,10 @@ import pytest
 
 from ruleengine.cost.model import Verdict
 from ruleengine.errors import OutputError
+from ruleengine.graph import forked
 from ruleengine.match.model import MatchResult, NearMiss
 from ruleengine.resources import schema_path
-from ruleengine.rewrite.dot import render_dot
+from ruleengine.rewrite.dot import PendingDot, render_dot
 from ruleengine.rewrite.emit import render_files, write_atomically
 from ruleengine.rewrite.plan import build_groups, build_plan, plan_json, safe_relpath
 from ruleengine.rewrite.report import report_json, report_text
@@ -98,6 +100,30 @@ def test_dot_has_dashed_clusters_labelled_rule_and_kernel(graph, plan):
     assert dot.count("subgraph cluster_g") == 2
     assert "style=dashed" in dot
     assert "group 2: cbr\\nkernel cbr" in dot
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_the_dot_graph_rendered_in_a_forked_child_is_the_same(graph, plan, monkeypatch):
+    monkeypatch.setattr(forked, "FORK_FROM_NODES", 0)
+    alone = PendingDot(graph, plan.groups, jobs=1)
+    beside = PendingDot(graph, plan.groups, jobs=2)
+    assert alone._child is None and beside._child is not None
+    assert beside.result() == alone.result() == render_dot(graph, plan.groups).encode()
+    # a child that gives no result: rendered in process, the same bytes
+    failing = PendingDot(graph, plan.groups, jobs=2)
+
+    def gone() -> bytes:
+        raise ChildProcessError("the forked worker ended without a result")
+
+    monkeypatch.setattr(failing._child, "result", gone)
+    assert failing.result() == alone.result()
+    files = render_files(
+        plan=plan, fused_model_files={}, graph=graph, dot=PendingDot(graph, plan.groups, jobs=2)
+    )
+    assert (
+        files["graph.dot"]
+        == render_files(plan=plan, fused_model_files={}, graph=graph)["graph.dot"]
+    )
 
 
 def test_render_files_includes_rule_output_paths(graph, plan):
