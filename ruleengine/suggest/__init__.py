@@ -627,36 +627,54 @@ def _prune(  # noqa: ANN001, C901, PLR0915
             alt_scored[d.name, i] = [_scored_rule(d.name, d.narrower[i][1], a) for a in analyses]
         return alt_scored[d.name, i]
 
+    tested_memo: dict[str, DraftRule | None] = {}
+
+    def best(trials: list[tuple]) -> tuple | None:
+        for t in sorted(trials, key=lambda t: t[:4], reverse=True):
+            if t[0] <= 1e-9:
+                return None
+            d, i = t[4], t[5]
+            if i is None:
+                return t
+            cluster, text = d.narrower[i]
+            if text not in tested_memo:
+                tested_memo[text] = _tested(
+                    replace(d, text=text, cluster=cluster, tests={}), graphs
+                )
+            if tested_memo[text] is not None:
+                return (*t[:4], tested_memo[text], i, *t[6:])
+        return None
+
     now, used = select(out, swapped)
     for _ in range(PRUNE_ROUNDS):
         trials = []
+        pins = []  # (rank, draft, narrowing) of the pinned drafts
         for rank, d in enumerate(drafts):
             if d.name in out or d.name not in used:
                 continue
             d = current[d.name]
             for i in range(len(d.narrower)):
+                if PINNED_NOTE in d.narrower[i][1]:
+                    pins.append((rank, d, i))
+                    continue
                 trial, trial_used = select(out, {**swapped, d.name: narrowed(d, i)})
-                # ties: a less general draft first, then leaving the rule out, then a
-                # pinned draft
-                kind = 0 if PINNED_NOTE in d.narrower[i][1] else 2
-                trials.append((sum(trial) - sum(now), kind, -rank, -i, d, i, trial, trial_used))
+                # ties: a less general draft first, then leaving the rule out
+                trials.append((sum(trial) - sum(now), 2, -rank, -i, d, i, trial, trial_used))
             trial, trial_used = select(
                 out | {d.name}, {k: v for k, v in swapped.items() if k != d.name}
             )
             trials.append((sum(trial) - sum(now), 1, -rank, 0, d, None, trial, trial_used))
-        change = None
-        for t in sorted(trials, key=lambda t: t[:4], reverse=True):
-            if t[0] <= 1e-9:
-                break
-            d, i = t[4], t[5]
-            if i is None:
-                change = t
-                break
-            cluster, text = d.narrower[i]
-            tested = _tested(replace(d, text=text, cluster=cluster, tests={}), graphs)
-            if tested is not None:
-                change = (*t[:4], tested, i, *t[6:])
-                break
+        plain = best(trials)
+        # pinned drafts (each matched anew on every model: the costly trials) of a rule
+        # whose leaving out raises coverage (a pin may keep what it captures where it is
+        # drafted), and of every rule in a round where no plainer change raises it
+        gains = {t[4].name for t in trials if t[5] is None and t[0] > 1e-9}
+        pins = [p for p in pins if plain is None or p[1].name in gains]
+        for rank, d, i in pins:
+            trial, trial_used = select(out, {**swapped, d.name: narrowed(d, i)})
+            # ties: after a less general draft and leaving the rule out
+            trials.append((sum(trial) - sum(now), 0, -rank, -i, d, i, trial, trial_used))
+        change = best(trials) if pins else plain
         if change is None:
             break
         _, _, _, _, d, i, trial, trial_used = change
