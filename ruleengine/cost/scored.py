@@ -12,13 +12,13 @@ ones the eager tuple held (``tests/cost/test_twins.py``).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
 from ruleengine.cost.model import ScoredCandidate, Verdict
-from ruleengine.match.model import Candidate
+from ruleengine.match.model import Candidate, TwinMap
 
 VERDICTS: tuple[Verdict, ...] = tuple(Verdict)
 VERDICT_ID: dict[Verdict, int] = {v: k for k, v in enumerate(VERDICTS)}
@@ -53,6 +53,7 @@ class ScoredRecords(Sequence[ScoredCandidate]):
         rule_priority: Sequence[int],
         nets: np.ndarray,
         costed: np.ndarray,
+        twins: Mapping[int, tuple[int, int]] | None = None,
     ) -> None:
         """``made``: records already made, by candidate index; ``template``: per
         candidate index, the template ``twin`` makes its record from (-1: in ``made``)."""
@@ -80,6 +81,7 @@ class ScoredRecords(Sequence[ScoredCandidate]):
         self.nets = nets
         self.costed = costed
         self._whole = False
+        self._twins = twins if twins is not None else {}
 
     # ---- reading without records
 
@@ -109,6 +111,38 @@ class ScoredRecords(Sequence[ScoredCandidate]):
         if len(o) and int(o.max()) >= n_c:
             return [self.candidate(p).nodes for p in positions.tolist()]
         return [c.nodes for c in map(self._cands.__getitem__, o.tolist())]
+
+    def node_positions(
+        self, positions: np.ndarray, where: Mapping[str, int]
+    ) -> list[tuple[int, ...]]:
+        """The node tuples of candidate positions as node positions (``where``: a node's
+        position): a twin's are its source's plus its offset (``MatchResult.twins``), so
+        only the candidates that are no twin, and the sources, are read by name."""
+        o = self._origin[positions]
+        assert not len(o) or int(o.max()) < self._n_c, "candidates only"
+        out: list[Any] = [None] * len(o)
+        twins, cands, get = self._twins, self._cands, where.__getitem__
+        if isinstance(twins, TwinMap) and len(twins):
+            k = np.minimum(twins.index.searchsorted(o), len(twins) - 1)
+            is_twin = twins.index[k] == o
+        else:
+            k = np.zeros(len(o), dtype=np.int64)
+            is_twin = np.zeros(len(o), dtype=bool)
+        for r in np.flatnonzero(~is_twin).tolist():
+            out[r] = tuple(map(get, cands[int(o[r])].nodes))
+        rows = np.flatnonzero(is_twin)
+        if len(rows):
+            k = k[rows]
+            src, shift = twins.source[k], twins.shift[k]  # type: ignore[union-attr]
+            by = np.argsort(src, kind="stable")
+            cuts = np.flatnonzero(src[by][1:] != src[by][:-1]) + 1
+            for group in np.split(by, cuts):
+                nodes = cands[int(src[group[0]])].nodes
+                base = np.fromiter(map(get, nodes), np.int64, len(nodes))
+                got = (shift[group][:, None] + base[None, :]).tolist()
+                for r, t in zip(rows[group].tolist(), map(tuple, got), strict=True):
+                    out[r] = t
+        return out
 
     def view(self, positions: np.ndarray) -> RecordView:
         return RecordView(self, np.asarray(positions, dtype=np.int64))

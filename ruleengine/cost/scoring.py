@@ -1013,6 +1013,7 @@ def score_candidates(
             verdict_c,
             near_record,
             {name: r.priority for name, r in rules.items()},
+            twins,
         )
 
 
@@ -1041,6 +1042,7 @@ def _records(
     verdict_c: np.ndarray,
     near_record: Callable[[NearMiss], ScoredCandidate],
     priority: Mapping[str, int],
+    twins: Mapping[int, tuple[int, int]],
 ) -> ScoredRecords:
     """The candidates' records (in key order) and the near misses' (in key order) in one
     key order, near miss ``k`` right before candidate ``near_at[k]`` (``MatchResult``:
@@ -1076,13 +1078,23 @@ def _records(
         if cost is not None:
             net_c[i] = cost.net_bytes
             costed_c[i] = True
-    near_codes = list(map(attrgetter("code"), near))
-    for code in dict.fromkeys(near_codes):
-        code_names.setdefault(code, len(code_names))
-    code_n = np.fromiter(map(code_names.__getitem__, near_codes), np.int64, n_n)
+    ids = getattr(near, "code_ids", None)
+    if ids is not None:  # the memo's near misses (``_NearRows``): codes as ids, no record
+        names = near.code_names  # type: ignore[attr-defined]
+        local = np.fromiter(
+            (code_names.setdefault(c, len(code_names)) for c in names), np.int64, len(names)
+        )
+        code_n = local[ids] if len(names) else np.zeros(n_n, dtype=np.int64)
+        distinct = list(names)
+    else:
+        near_codes = list(map(attrgetter("code"), near))
+        distinct = list(dict.fromkeys(near_codes))
+        for code in distinct:
+            code_names.setdefault(code, len(code_names))
+        code_n = np.fromiter(map(code_names.__getitem__, near_codes), np.int64, n_n)
     verdict_of = {
         code_names[c]: VERDICT_ID[_NEAR_MISS_VERDICTS.get(c, Verdict.CONSTRAINT_FAILED)]
-        for c in dict.fromkeys(near_codes)
+        for c in distinct
     }
     verdict_n = np.zeros(n_n, dtype=np.int64)
     for k, v in verdict_of.items():
@@ -1111,4 +1123,5 @@ def _records(
         rule_priority=[priority.get(r, 0) for r in rule_names],
         nets=np.concatenate([net_c, np.zeros(n_n, dtype=np.int64)])[origin],
         costed=np.concatenate([costed_c, np.zeros(n_n, dtype=bool)])[origin],
+        twins=twins,
     )

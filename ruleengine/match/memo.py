@@ -1120,27 +1120,133 @@ class _RuleRows:
             return out, None
         return out, (np.concatenate(index), outs, np.concatenate(which), np.concatenate(vs_l))
 
-    def near_misses(self, site: tuple) -> list[NearMiss]:
-        """The winning near misses' records, in key order."""
+    def near_block(self, site: tuple) -> tuple[dict[int, NearMiss], list[tuple], Any, Any]:
+        """The winning near misses in key order, as (records made now by place: rows of
+        their own and the representatives' own near misses; per outcome translated
+        here, (outcome, its redo); each place's index into those, -1 for one made;
+        each place's member)."""
         sel = self.n_sel
-        out: list[Any] = [None] * len(sel)
+        made: dict[int, NearMiss] = {}
         for k in np.flatnonzero(sel >= self.n_t).tolist():
             _v, _row, cand, code, reason = self.own[int(sel[k]) - self.n_t]
-            out[k] = NearMiss(cand, code, reason)
+            made[k] = NearMiss(cand, code, reason)
         graph, rule, combos, aliases, plans = self.redo
-        name = self.name
-        make = _Translated.make_nodes
-        for o, places, vs, names in self._by_outcome(sel):
-            alt, code = o.alternative, o.code
-            conc = combos[o.combo]
-            redo = (graph, rule, conc, aliases, plans[conc.alternative])
-            o.site = site
-            for k, v, nm in zip(places, vs.tolist(), names, strict=True):
-                if v == o.anchor:
-                    out[k] = NearMiss(o.candidate, code, o.reason or "")
-                else:
-                    out[k] = _MappedNearMiss(make(name, tuple(nm), alt, o), code, redo)
-        return out
+        which = np.full(len(sel), -1, dtype=np.int64)
+        member = np.zeros(len(sel), dtype=np.int64)
+        outs: list[tuple] = []
+        tr = np.flatnonzero(sel < self.n_t)
+        if len(tr):
+            u = self.eo[sel[tr]]
+            v = self.ev[sel[tr]]
+            used, back = np.unique(u, return_inverse=True)
+            anchors = np.fromiter((self.outs[i].anchor for i in used.tolist()), np.int64)
+            at_anchor = anchors[back] == v
+            for i in used.tolist():
+                o = self.outs[i]
+                conc = combos[o.combo]
+                o.site = site
+                outs.append((o, (graph, rule, conc, aliases, plans[conc.alternative])))
+            for k, b in zip(tr[at_anchor].tolist(), back[at_anchor].tolist(), strict=True):
+                o = outs[b][0]
+                made[k] = NearMiss(o.candidate, o.code, o.reason or "")
+            lazy = ~at_anchor
+            which[tr[lazy]] = back[lazy]
+            member[tr[lazy]] = v[lazy]
+        return made, outs, which, member
+
+
+class _NearRows(Sequence[NearMiss]):
+    """The memo's near misses in key order, equal to the tuple of their records, each
+    record made on first read (2 x 10^5 on a 2048-layer stack; explain and the full
+    plan read them, a compact ``fuse`` reads the codes: ``code_ids``, ``code_names``).
+    Place ``k`` is a record made already, or outcome ``outs[which[k]]`` translated onto
+    member ``member[k]`` (a ``_MappedNearMiss``)."""
+
+    def __init__(
+        self,
+        blocks: Sequence[tuple[str, tuple[dict[int, NearMiss], list[tuple], Any, Any]]],
+    ) -> None:
+        outs: list[tuple] = []  # (outcome, redo, rule name)
+        which: list[Any] = []
+        member: list[Any] = []
+        made: dict[int, NearMiss] = {}
+        base = 0
+        for name, (got, block_outs, w, m) in blocks:
+            w = np.where(w >= 0, w + len(outs), -1)
+            outs.extend((o, redo, name) for o, redo in block_outs)
+            made.update((base + k, rec) for k, rec in got.items())
+            which.append(w)
+            member.append(m)
+            base += len(w)
+        self._outs = outs
+        self._which = np.concatenate(which) if which else np.zeros(0, dtype=np.int64)
+        self._member = np.concatenate(member) if member else np.zeros(0, dtype=np.int64)
+        n = len(self._which)
+        self._cache = np.empty(n, dtype=object)
+        self._have = np.zeros(n, dtype=bool)
+        if made:
+            at = np.fromiter(made, np.int64, len(made))
+            self._cache[at] = np.fromiter(made.values(), object, len(made))
+            self._have[at] = True
+        # codes per place: the outcome's, or the record's
+        names: dict[str, int] = {}
+        o_code = np.fromiter(
+            (names.setdefault(o.code, len(names)) for o, _r, _n in outs), np.int64, len(outs)
+        )
+        ids = np.empty(n, dtype=np.int64)
+        lazy = self._which >= 0
+        ids[lazy] = o_code[self._which[lazy]]
+        for k, rec in made.items():
+            ids[k] = names.setdefault(rec.code, len(names))
+        self.code_ids = ids
+        self.code_names = tuple(names)
+        self._whole = False
+
+    def __len__(self) -> int:
+        return len(self._which)
+
+    def _make(self, k: int) -> NearMiss:
+        o, redo, name = self._outs[int(self._which[k])]
+        v = int(self._member[k])
+        label = o.site[1]  # type: ignore[index]
+        cand = _Translated.make_nodes(name, tuple([label[v + f] for f in o.flat]), o.alternative, o)
+        rec = _MappedNearMiss(cand, o.code, redo)  # type: ignore[arg-type]
+        self._cache[k] = rec
+        self._have[k] = True
+        return rec
+
+    def __getitem__(self, index: Any) -> Any:
+        if isinstance(index, slice):
+            return tuple(self.all()[index])
+        n = len(self._which)
+        if index < 0:
+            index += n
+        if not 0 <= index < n:
+            raise IndexError(index)
+        return self._cache[index] if self._have[index] else self._make(index)
+
+    def all(self) -> list[NearMiss]:
+        if not self._whole:
+            for k in np.flatnonzero(~self._have).tolist():
+                self._make(k)
+            self._whole = True
+        return self._cache.tolist()
+
+    def __iter__(self) -> Iterator[NearMiss]:
+        return iter(self.all())
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Sequence) and not isinstance(other, str):
+            return tuple(self) == tuple(other)
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __reduce__(self) -> tuple:
+        return (tuple, (tuple(self),))
+
+    def __repr__(self) -> str:
+        return f"_NearRows({len(self)} near misses)"
 
 
 def _row_ids(rows: np.ndarray) -> np.ndarray:
@@ -1310,7 +1416,7 @@ def _match_window(
     # key order; records are made for the winners only (``_rule_rows``). Rule by rule in
     # rule name order (keys of two rules never tie: the rule name comes first).
     final_l: list[Candidate] = []
-    near_l: list[NearMiss] = []
+    near_blocks: list[tuple[str, tuple]] = []  # per rule: its near misses (``_NearRows``)
     # per rule's near misses: where they fall among the candidates (cost merges by it)
     near_at: list[Any] = []
     matched: dict[str, int] = {}
@@ -1333,7 +1439,7 @@ def _match_window(
             t_vs.append(origin[3])
             t_outs.extend(origin[1])
         if got.n_sel is not None:
-            near_l.extend(got.near_misses(site))
+            near_blocks.append((name, got.near_block(site)))
             near_at.append(base + got.near_at)
         if got.matched:
             matched[name] = got.matched
@@ -1368,7 +1474,7 @@ def _match_window(
     return (
         MatchResult(
             candidates=final,
-            near_misses=tuple(near_l),
+            near_misses=_NearRows(near_blocks),
             seconds=t4 - t0,
             facts=n_facts,
             twins=twins,

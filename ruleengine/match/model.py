@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -154,7 +154,9 @@ class TwinMap(Mapping[int, tuple[int, int]]):
 @dataclass(frozen=True)
 class MatchResult:
     candidates: tuple[Candidate, ...]  # sorted by Candidate.key
-    near_misses: tuple[NearMiss, ...] = ()
+    # sorted by their candidates' keys; the memo's are a sequence whose records are made
+    # on first read (``match.memo._NearRows``: the codes as ``code_ids``, ``code_names``)
+    near_misses: Sequence[NearMiss] = ()
     seconds: float = 0.0
     facts: int = 0  # Datalog facts asserted
     # Candidate index -> (index of the candidate it translates, index offset), for

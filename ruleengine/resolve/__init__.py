@@ -14,13 +14,15 @@ from __future__ import annotations
 
 import bisect
 import time
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from functools import cached_property
 from itertools import chain, compress, repeat
 from operator import attrgetter, gt, is_, is_not
+from typing import Any
 
 from ruleengine.cost.model import ScoredCandidate, Verdict
 from ruleengine.cost.scored import RecordView, ScoredRecords
+from ruleengine.cost.traffic import topo_position
 from ruleengine.errors import UsageError
 from ruleengine.graph.model import Graph
 from ruleengine.resolve.greedy import greedy_at, select_greedy
@@ -54,6 +56,18 @@ __all__ = ["SOLVERS", "LostCandidates", "Resolution", "resolve"]
 
 def _net(sc: ScoredCandidate) -> int:
     return sc.cost.net_bytes if sc.cost else 0
+
+
+def _positions(order: Mapping[str, int] | range, nodes: Iterable[Any]) -> Iterable[int]:
+    """The nodes' positions: looked up by name, or the nodes themselves when they are
+    positions already (``order`` is ``range(len(graph.nodes))``)."""
+    return nodes if isinstance(order, range) else map(order.__getitem__, nodes)
+
+
+def _indexed(graph: Graph) -> bool:
+    """Whether every node's topological index is its position in ``graph.nodes`` (the
+    loader's order): then node positions stand for node names in the solvers."""
+    return all(n.index == i for i, n in enumerate(graph.nodes))
 
 
 def _order_chosen(graph: Graph, chosen: Sequence[ScoredCandidate]) -> tuple[ScoredCandidate, ...]:
@@ -90,13 +104,17 @@ def _resolve(
     start = time.perf_counter()
     viable: Sequence[ScoredCandidate]
     nets: list[int] | None = None
-    sets: list[tuple[str, ...]] | None = None
-    if isinstance(scored, ScoredRecords):
-        # the cost stage's arrays: verdicts, costs, net bytes; the nodes read from the
-        # candidates, a record made only for what is chosen (or read)
+    sets: list[tuple[int, ...]] | None = None
+    if isinstance(scored, ScoredRecords) and solver != "greedy" and _indexed(graph):
+        # the cost stage's arrays: verdicts, costs, net bytes; each candidate's nodes as
+        # node positions (a twin's from its source's), a record made only for what is
+        # chosen (or read)
         at = scored.viable()
         viable = scored.view(at)
-        nets, sets = scored.nets[at].tolist(), scored.nodes(at)
+        nets = scored.nets[at].tolist()
+        sets = scored.node_positions(at, topo_position(graph))
+    elif isinstance(scored, ScoredRecords):
+        viable = scored.view(scored.viable())
     else:
         # the verdicts compared by C-level maps (10^5-10^6 records on a stack), the few
         # viable ones then checked for a cost
@@ -286,9 +304,7 @@ class _Components:
         if position is not None:
             # elements numbered by node position (one lookup per pair, no dict of names):
             # which number an element gets changes no root (a member's is its least member)
-            at_all = np.fromiter(
-                map(position.__getitem__, chain.from_iterable(sets)), np.int32, count
-            )
+            at_all = np.fromiter(_positions(position, chain.from_iterable(sets)), np.int32, count)
             used = np.zeros(int(at_all.max()) + 1, dtype=bool)
             used[at_all] = True
             where = np.flatnonzero(used)  # the element numbered n + k is at where[k]
@@ -376,10 +392,11 @@ def _solve_exact(
     time_limit_s: float,
     seed: int,
     nets: list[int] | None = None,
-    node_tuples: list[tuple[str, ...]] | None = None,
+    node_tuples: list[tuple[int, ...]] | None = None,
 ) -> tuple[list[ScoredCandidate], str, int, int]:
-    """``nets`` and ``node_tuples``: the viable records' net bytes and nodes, when known
-    without reading the records (``ScoredRecords``)."""
+    """``nets`` and ``node_tuples``: the viable records' net bytes and nodes as node
+    positions, when known without reading the records (``ScoredRecords``): the solvers
+    then number nodes by position (the names are read back for the cycle check)."""
     deadline = time.perf_counter() + time_limit_s
     # Only candidates that save something can be worth choosing.
     # (viable records all have a cost; C-level maps: 10^5 of them on a 2048-layer stack)
@@ -390,15 +407,20 @@ def _solve_exact(
     # each candidate's nodes as its tuple (a node set per record is ~1 KB: 10^5 viable
     # records on a 2048-layer stack); sets are made where set semantics matter
     cands: Sequence[ScoredCandidate]
+    sets: list[tuple[str, ...]] | list[tuple[int, ...]]
+    order: Mapping[str, int] | range
     if isinstance(viable, RecordView) and node_tuples is not None:
         cands = viable.view(list(compress(range(len(viable)), saves)))
         sets = list(compress(node_tuples, saves))
+        order = range(len(graph.nodes))  # a node's position is its number
+        names = graph_topology(graph).names
     else:
         cands = list(compress(viable, saves))
         sets = list(map(attrgetter("candidate.nodes"), cands))
+        order = {n.name: n.index for n in graph.nodes}  # node -> topological index
+        names = None
     comps = _Components(len(cands))
-    order = {n.name: n.index for n in graph.nodes}  # node -> topological index
-    comps.link_overlapping(sets, order)
+    comps.link_overlapping(sets, order)  # type: ignore[arg-type]
     cuts: list[frozenset[int]] = []
     solved: dict[tuple[int, ...], tuple[frozenset[int], str, int]] = {}
     memo: dict[tuple, tuple[frozenset[int], str, int]] = {}
@@ -501,7 +523,11 @@ def _solve_exact(
             current[key] = solved[key] if key in solved else solve(key)
         solved = current
         selected = sorted(i for sol in solved.values() for i in sol[0])
-        cycle = find_cycle(graph, [frozenset(sets[i]) for i in selected])
+        if names is None:
+            cycle = find_cycle(graph, [frozenset(sets[i]) for i in selected])  # type: ignore[misc]
+        else:
+            groups = [frozenset(map(names.__getitem__, sets[i])) for i in selected]
+            cycle = find_cycle(graph, groups)
         if cycle is None or time.perf_counter() > deadline:
             break
         cut = frozenset(selected[k] for k in cycle)

@@ -35,9 +35,10 @@ the caller solves the component whole.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import chain
+from typing import Any
 
 # A usable cut is crossed by at most this many candidates, ...
 MAX_CROSSING = 16
@@ -63,6 +64,12 @@ class Chain:
     interiors: tuple[tuple[int, ...], ...]
 
 
+def _at(order: Mapping[str, int] | range, nodes: Iterable[Any]) -> Iterable[int]:
+    """The nodes' topological positions: looked up, or the nodes themselves when they are
+    positions (``order`` is a ``range``: the resolver numbers nodes by position)."""
+    return nodes if isinstance(order, range) else map(order.__getitem__, nodes)
+
+
 def spans(members: Sequence[int], sets: Sequence[Collection[str]], order: Mapping[str, int]):
     """Per member (numpy arrays, in ``members`` order): its first and last node position
     in topological order and its node count; and the sorted positions of all their nodes."""
@@ -71,7 +78,7 @@ def spans(members: Sequence[int], sets: Sequence[Collection[str]], order: Mappin
     n = len(members)
     lens = np.fromiter(map(len, map(sets.__getitem__, members)), np.int64, n)
     flat = np.fromiter(
-        map(order.__getitem__, chain.from_iterable(map(sets.__getitem__, members))),
+        _at(order, chain.from_iterable(map(sets.__getitem__, members))),
         np.int64,
         int(lens.sum()),
     )
@@ -295,7 +302,7 @@ def _segment_key(
     scope = left_cross + right_cross + interior
     lists = list(map(nodes.__getitem__, scope))
     sizes = tuple(map(len, lists))
-    where = np.fromiter(map(order.__getitem__, chain.from_iterable(lists)), np.int64, sum(sizes))
+    where = np.fromiter(_at(order, chain.from_iterable(lists)), np.int64, sum(sizes))
     local_nogoods: tuple = ()
     if nogoods:
         at = {}

@@ -397,7 +397,7 @@ def test_rule_rows_pick_like_key_tuples(seed: int) -> None:
 
     want_c, want_n = _rows_reference("r", outs, blocks, names)
     assert [(c.key, combo(c)) for c in cands] == want_c
-    nears = rows.near_misses(site) if rows.n_sel is not None else []
+    nears = memo._NearRows([("r", rows.near_block(site))]) if rows.n_sel is not None else []
     assert [(n.candidate.key, n.code, combo(n.candidate)) for n in nears] == want_n
     assert rows.matched + rows.near_matched == len({k[1] for k, _ in want_c}) + len(
         {k[1] for k, _, _ in want_n}

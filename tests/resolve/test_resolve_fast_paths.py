@@ -16,6 +16,7 @@ from ruleengine.cost import load_target, score_candidates
 from ruleengine.cost.model import Verdict
 from ruleengine.cost.scored import ScoredRecords
 from ruleengine.cost.scoring import relabel
+from ruleengine.cost.traffic import topo_position
 from ruleengine.graph import graph_from_model
 from ruleengine.match import find_candidates, memo
 from ruleengine.resolve import LostCandidates, _Components, resolve
@@ -252,3 +253,7 @@ def test_resolve_and_plan_on_lazy_records_equal_the_tuple(stack) -> None:
     assert summary.kept == whole.kept and summary.counts == whole.counts
     assert summary.total == whole.total
     assert list(lazy) == list(eager) and lazy == eager
+    # a twin's node positions are its source's plus its offset: as read by name
+    at, where = lazy.viable(), topo_position(graph)
+    want = [tuple(map(where.__getitem__, ns)) for ns in lazy.nodes(at)]
+    assert lazy.node_positions(at, where) == want and len(want) > 100
