@@ -761,7 +761,8 @@ def _duplicate_groups(
 def _duplicate_losers(
     groups: Iterable[list[int]],
     priority_of: Callable[[int], int],
-    candidate_of: Callable[[int], Candidate],
+    rule_of: Callable[[int], str],
+    key_of: Callable[[int], tuple],
 ) -> Iterator[tuple[int, str]]:
     """Per group of viable candidates with one node set: every one but the highest
     priority's (then least key), with why it is a duplicate, as (index, reason)."""
@@ -770,7 +771,7 @@ def _duplicate_losers(
         if len(idxs) < 2:
             continue
         prio = {i: priority_of(i) for i in idxs}
-        rule = {i: candidate_of(i).rule for i in idxs}
+        rule = {i: rule_of(i) for i in idxs}
         # ranked by (-priority, candidate key); the key starts with the rule name, so
         # when no two share priority and rule (the common case: 10^4 groups on a
         # stack) (-priority, rule) orders them alike without spelling a key
@@ -778,7 +779,7 @@ def _duplicate_losers(
         if len({h[:2] for h in heads}) == len(heads):
             ranked = [h[2] for h in sorted(heads)]
         else:
-            ranked = sorted(idxs, key=lambda i: (-prio[i], candidate_of(i).key))
+            ranked = sorted(idxs, key=lambda i: (-prio[i], key_of(i)))
         w = ranked[0]
         w_rule, w_priority = rule[w], prio[w]
         for i in ranked[1:]:
@@ -814,7 +815,10 @@ def _reduce_duplicates(
         groups = by_nodes.values()
     out = list(scored)
     for i, why in _duplicate_losers(
-        groups, lambda i: scored[i].priority, lambda i: scored[i].candidate
+        groups,
+        lambda i: scored[i].priority,
+        lambda i: scored[i].candidate.rule,
+        lambda i: scored[i].candidate.key,
     ):
         out[i] = relabel(scored[i], Verdict.DUPLICATE, "duplicate", why)
     return out
@@ -936,8 +940,8 @@ def score_candidates(
 
         for j, idx, shifts in _by_source(twins):
             refs, picked, rule_name, t = source(j)
-            cs = list(map(candidates.__getitem__, idx))
-            if not refs and all(map(rule_name.__eq__, map(attrgetter("rule"), cs))):
+            rules_of = _rules_at(candidates, idx)
+            if not refs and all(map(rule_name.__eq__, rules_of)):
                 # the common case: every twin of this source takes its record
                 template[idx] = t
                 continue
@@ -949,10 +953,11 @@ def score_candidates(
                 at = np.asarray(shifts, dtype=np.int64)
                 lengths = np.stack([out_len(q)[k + at] for k, q in refs])
                 same = (lengths.argmin(axis=0) == picked).tolist()
-            for i, c, alike in zip(idx, cs, same, strict=True):
-                if alike and rule_name == c.rule:
+            for i, rule_i, alike in zip(idx, rules_of, same, strict=True):
+                if alike and rule_name == rule_i:
                     template[i] = t
                     continue
+                c = candidates[i]
                 made[i] = score_one(
                     graph, c, rules.get(c.rule), target, benefit_threshold, memo=memo
                 )
@@ -979,7 +984,11 @@ def score_candidates(
         # a twin that is a duplicate takes a template of its own (one per template and
         # reason: ``relabel``'s record, made when read)
         dup_templates: dict[tuple[int, str], int] = {}
-        for i, why in _duplicate_losers(groups, priority_of, candidates.__getitem__):
+        in_groups = [i for g in groups for i in g]
+        rule_of = dict(zip(in_groups, _rules_at(candidates, in_groups), strict=True))
+        for i, why in _duplicate_losers(
+            groups, priority_of, rule_of.__getitem__, lambda i: candidates[i].key
+        ):
             verdict_c[i] = VERDICT_ID[Verdict.DUPLICATE]
             rec = made.get(i)
             if rec is not None:
@@ -1015,6 +1024,15 @@ def score_candidates(
             {name: r.priority for name, r in rules.items()},
             twins,
         )
+
+
+def _rules_at(candidates: Sequence[Candidate], idx: list[int]) -> list[str]:
+    """The rules of candidates ``idx``: from the memo's rows when it has them (no record
+    made: ``_CandRows.rule_at``), else read."""
+    rule_at = getattr(candidates, "rule_at", None)
+    if rule_at is not None:
+        return rule_at(idx)
+    return list(map(attrgetter("rule"), map(candidates.__getitem__, idx)))
 
 
 def _rule_runs(seq: Sequence[Any], rule_of: Callable[[Any], str]) -> tuple[list[str], list[int]]:

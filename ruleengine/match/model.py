@@ -153,7 +153,9 @@ class TwinMap(Mapping[int, tuple[int, int]]):
 
 @dataclass(frozen=True)
 class MatchResult:
-    candidates: tuple[Candidate, ...]  # sorted by Candidate.key
+    # sorted by Candidate.key; the memo's are a sequence whose records are made on first
+    # read (``match.memo._CandRows``: the rules by ``rule_at``)
+    candidates: Sequence[Candidate]
     # sorted by their candidates' keys; the memo's are a sequence whose records are made
     # on first read (``match.memo._NearRows``: the codes as ``code_ids``, ``code_names``)
     near_misses: Sequence[NearMiss] = ()

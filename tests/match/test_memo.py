@@ -389,7 +389,8 @@ def test_rule_rows_pick_like_key_tuples(seed: int) -> None:
     rows = memo._RuleRows("r", outs, blocks, [], names, label_arr, rank_p, pos, 0, redo)
     own: dict[int, int] = {}
     site = (None, names, pos)
-    cands, _origin = rows.candidates(site, 0, own)
+    block, _origin = rows.candidates(site, 0, own)
+    cands = memo._CandRows([("r", block)])
     by_cand = {id(o.candidate): o for o in outs}
 
     def combo(c) -> str:
