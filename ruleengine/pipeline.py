@@ -283,7 +283,7 @@ def fuse(
         raise UsageError(f"unknown plan detail {plan_detail!r}; choose compact or full")
 
     from ruleengine.kernels.bind import bind_groups
-    from ruleengine.kernels.catalog import catalog_for
+    from ruleengine.kernels.catalog import PendingCatalog
     from ruleengine.rewrite import weights
     from ruleengine.rewrite.checking import start_check
     from ruleengine.rewrite.dot import PendingDot
@@ -302,7 +302,8 @@ def fuse(
     do_verify = safe if verify is None else verify
     if safe and verify is False:
         raise UsageError("--safe needs verification; drop --no-verify")
-    catalog = catalog_for(kernels)
+    # the bundled catalog loads in a forked child beside the rules (``PendingCatalog``)
+    catalog = PendingCatalog(kernels, cores() if jobs is None else jobs)
     analysis = analyze(
         path,
         rules,
@@ -317,7 +318,7 @@ def fuse(
         time_limit_s=time_limit_s,
         jobs=jobs,
         progress=progress,
-        _check_rules=lambda rs: _check_contracts(rs, catalog, check_output_paths),
+        _check_rules=lambda rs: _check_contracts(rs, catalog.result(), check_output_paths),
     )
     laps = _Laps(analysis.timings, analysis.cpu_timings)
     graph = analysis.graph
@@ -366,7 +367,7 @@ def fuse(
     # without verification no group is dropped: the DOT graph of these groups (what it
     # shows is final here) renders in a forked child beside binding and the rewrite
     dot = None if do_verify else PendingDot(graph, groups, cores() if jobs is None else jobs)
-    groups, calls = bind_groups(graph, groups, analysis.rule_set, catalog)
+    groups, calls = bind_groups(graph, groups, analysis.rule_set, catalog.result())
     unbound = {g.id for g in groups if g.contract is not None and g.contract.status == "unbound"}
     if not do_verify:
         warnings += tuple(unbound_warning(g, path) for g in groups if g.id in unbound)

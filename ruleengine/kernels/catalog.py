@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import json
+import pickle
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -393,14 +394,56 @@ def load_catalog(folders: Sequence[str | Path] = (), *, bundled: bool = True) ->
     return Catalog(tuple(entries[k] for k in sorted(entries)), tuple(sources))
 
 
-@functools.cache
+_BUNDLED: Catalog | None = None  # the bundled catalog, once loaded in this process
+
+
 def bundled_catalog() -> Catalog:
-    return load_catalog()
+    global _BUNDLED
+    if _BUNDLED is None:
+        _BUNDLED = load_catalog()
+    return _BUNDLED
 
 
 def catalog_for(folders: Sequence[str | Path] = ()) -> Catalog:
     """The catalog a run uses: the bundled one, extended by ``--kernels`` folders."""
     return load_catalog(folders) if folders else bundled_catalog()
+
+
+class PendingCatalog:
+    """``catalog_for(folders)`` begun. The bundled catalog alone, not loaded yet in this
+    process, with ``jobs`` > 1: a forked child (``graph.forked.Forked``) loads it (YAML,
+    JSON Schema, ONNX's function parser: 0.2-0.3 s) while the caller loads the rules, and
+    sends it back pickled. A catalog with ``--kernels`` folders loads here at once, so
+    that their errors come first as before; so does the bundled one when the child
+    fails (``result`` then raises what loading raises)."""
+
+    def __init__(self, folders: Sequence[str | Path] = (), jobs: int = 1) -> None:
+        from ruleengine.graph.forked import Forked, forkable
+
+        self._folders = tuple(folders)
+        self._child: Forked | None = None
+        self._catalog: Catalog | None = None
+        if self._folders:
+            self._catalog = load_catalog(self._folders)
+        elif _BUNDLED is None and type(jobs) is int and forkable(jobs):  # (checked later)
+            self._child = Forked(_pickled_bundled)
+
+    def result(self) -> Catalog:
+        global _BUNDLED
+        child, self._child = self._child, None
+        if child is not None and _BUNDLED is None:
+            try:
+                _BUNDLED = pickle.loads(child.result())
+            except Exception:  # noqa: BLE001 - any fault of the child: loaded here
+                pass
+        if self._catalog is None:
+            self._catalog = bundled_catalog()
+        return self._catalog
+
+
+def _pickled_bundled() -> bytes:
+    """The forked child's work: the bundled catalog, pickled."""
+    return pickle.dumps(load_catalog(), protocol=pickle.HIGHEST_PROTOCOL)
 
 
 def as_diagnostics(exc: CatalogError) -> tuple[Diagnostic, ...]:
