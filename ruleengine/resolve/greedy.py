@@ -7,6 +7,7 @@ nodes); take one when none of its nodes is taken and it closes no contracted cyc
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from itertools import chain
 from operator import attrgetter, neg
 from typing import Any
 
@@ -65,17 +66,54 @@ def select_greedy(graph: Graph, viable: Sequence[ScoredCandidate]) -> list[Score
 
 
 def greedy_at(graph: Graph, viable: RecordView) -> list[int]:
-    """``select_greedy``'s choice as indices of ``viable`` (no record made)."""
+    """``select_greedy``'s choice as indices of ``viable``, no record (or candidate) made:
+    the order by one ``np.lexsort`` of the arrays (net bytes, priority, the rule's rank
+    among the rule names, the node names' ranks column by column, -1 padding a shorter
+    tuple: the order of the key tuples, ties in input order as the stable sort keeps
+    them), the nodes as positions (a twin's from its source's), named for the cycle
+    check only."""
+    import numpy as np
+
+    from ruleengine.cost.traffic import topo_position
+    from ruleengine.topology import graph_topology
+
     records, at = viable.records, viable.positions
-    nodes = records.nodes(at)
-    rule_ids = records.rules[at].tolist()
-    order = _order(
-        records.nets[at].tolist(),
-        map(records.rule_priority.__getitem__, rule_ids),
-        map(records.rule_names.__getitem__, rule_ids),
-        nodes,
+    sets = records.node_positions(at, topo_position(graph))
+    names = graph_topology(graph).names
+    n = len(sets)
+    if not n:
+        return []
+    rank = np.empty(len(names), dtype=np.int64)
+    rank[sorted(range(len(names)), key=names.__getitem__)] = np.arange(len(names))
+    lens = np.fromiter(map(len, sets), np.int64, n)
+    flat = np.fromiter(chain.from_iterable(sets), np.int64, int(lens.sum()))
+    width = int(lens.max())
+    cols = np.full((n, width), -1, dtype=np.int64)
+    rows = np.repeat(np.arange(n), lens)
+    cols[rows, np.arange(len(flat)) - np.repeat(np.cumsum(lens) - lens, lens)] = rank[flat]
+    rule_names = records.rule_names
+    rule_rank = np.empty(len(rule_names), dtype=np.int64)
+    rule_rank[sorted(range(len(rule_names)), key=rule_names.__getitem__)] = np.arange(
+        len(rule_names)
     )
-    return _taken(graph, order, nodes)
+    rule_ids = records.rules[at].astype(np.int64)
+    prio = np.asarray(records.rule_priority, dtype=np.int64)[rule_ids]
+    keys = [*(cols[:, j] for j in range(width - 1, -1, -1)), rule_rank[rule_ids]]
+    order = np.lexsort([*keys, -prio, -records.nets[at]])
+    chosen: list[int] = []
+    contraction = Contraction(graph)
+    taken: set[int] = set()
+    for i in order.tolist():
+        ps = sets[i]
+        if not taken.isdisjoint(ps):
+            continue
+        nodes = frozenset(map(names.__getitem__, ps))
+        if contraction.closes_cycle(nodes) is not None:
+            continue
+        chosen.append(i)
+        contraction.add(nodes)
+        taken.update(ps)
+    return chosen
 
 
 class _Nodes(Sequence[tuple]):

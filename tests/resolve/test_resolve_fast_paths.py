@@ -20,7 +20,7 @@ from ruleengine.cost.traffic import topo_position
 from ruleengine.graph import graph_from_model
 from ruleengine.match import find_candidates, memo
 from ruleengine.resolve import LostCandidates, _Components, resolve
-from ruleengine.resolve.greedy import greedy_order
+from ruleengine.resolve.greedy import greedy_order, select_greedy
 from ruleengine.resolve.lost import describe
 from ruleengine.resolve.segments import spans as segment_spans
 from ruleengine.rewrite.plan import RejectedCandidates, _listed, list_rejections, match_counts
@@ -257,3 +257,7 @@ def test_resolve_and_plan_on_lazy_records_equal_the_tuple(stack) -> None:
     at, where = lazy.viable(), topo_position(graph)
     want = [tuple(map(where.__getitem__, ns)) for ns in lazy.nodes(at)]
     assert lazy.node_positions(at, where) == want and len(want) > 100
+    # the greedy choice by the arrays (np.lexsort, nodes as positions) is the records'
+    by_arrays = select_greedy(graph, lazy.view(at))
+    assert by_arrays == select_greedy(graph, [s for s in eager if s.viable and s.cost])
+    assert len(by_arrays) > 10
