@@ -3,8 +3,10 @@ bottom of the package so that no lower layer imports an upper one."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
-from typing import Any
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any, Generic, TypeVar
+
+T = TypeVar("T")
 
 # A parameter value after loading: scalars, tuples of values, or nested FrozenMap.
 ParamValue = Any
@@ -39,3 +41,26 @@ class FrozenMap(Mapping[str, Any]):
 
     def __repr__(self) -> str:
         return f"FrozenMap({dict(self._items)!r})"
+
+
+class LazyTuple(Sequence[T], Generic[T]):
+    """A sequence equal to the tuple of its records, each made on first read: on an
+    LLM-sized graph the stages hand over ~10^5-10^6 candidates and a compact ``fuse``
+    reads a few thousand. Subclasses give ``__len__``, ``__getitem__`` and ``all`` (every
+    record, in order); pickling sends the plain tuple (a forked matcher's result)."""
+
+    def all(self) -> Sequence[T]:
+        raise NotImplementedError
+
+    def __iter__(self) -> Iterator[T]:
+        return iter(self.all())
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Sequence) and not isinstance(other, str):
+            return tuple(self) == tuple(other)
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __reduce__(self) -> tuple:
+        return (tuple, (tuple(self),))

@@ -12,20 +12,21 @@ ones the eager tuple held (``tests/cost/test_twins.py``).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
 from ruleengine.cost.model import ScoredCandidate, Verdict
 from ruleengine.match.model import Candidate, TwinMap
+from ruleengine.records import LazyTuple
 
 VERDICTS: tuple[Verdict, ...] = tuple(Verdict)
 VERDICT_ID: dict[Verdict, int] = {v: k for k, v in enumerate(VERDICTS)}
 FUSE_ID = VERDICT_ID[Verdict.FUSE]
 
 
-class ScoredRecords(Sequence[ScoredCandidate]):
+class ScoredRecords(LazyTuple[ScoredCandidate]):
     """The scored records in candidate key order (near misses merged in), equal to the
     tuple of them. Position ``p`` stands for candidate ``origin[p]`` when that is below
     ``n_c``, else for near miss ``origin[p] - n_c``.
@@ -210,24 +211,11 @@ class ScoredRecords(Sequence[ScoredCandidate]):
             raise IndexError(index)
         return self.record(index)
 
-    def __iter__(self) -> Iterator[ScoredCandidate]:
-        return iter(self.all())
-
-    def __eq__(self, other: object) -> bool:
-        if isinstance(other, Sequence) and not isinstance(other, str):
-            return tuple(self) == tuple(other)
-        return NotImplemented
-
-    __hash__ = None  # type: ignore[assignment]
-
-    def __reduce__(self) -> tuple:
-        return (tuple, (tuple(self),))
-
     def __repr__(self) -> str:
         return f"ScoredRecords({len(self)} scored)"
 
 
-class RecordView(Sequence[ScoredCandidate]):
+class RecordView(LazyTuple[ScoredCandidate]):
     """Some positions of a ``ScoredRecords``, in order; records made on first read."""
 
     def __init__(self, records: ScoredRecords, positions: np.ndarray) -> None:
@@ -242,20 +230,13 @@ class RecordView(Sequence[ScoredCandidate]):
             return RecordView(self.records, self.positions[index])
         return self.records.record(int(self.positions[index]))
 
-    def __iter__(self) -> Iterator[ScoredCandidate]:
+    def all(self) -> list[ScoredCandidate]:
         self.records.fill(self.positions)
-        return iter(self.records._cache[self.positions].tolist())
+        return self.records._cache[self.positions].tolist()
 
     def view(self, idx: Any) -> RecordView:
         """The sub-view at indices ``idx`` of this one."""
         return RecordView(self.records, self.positions[np.asarray(idx, dtype=np.int64)])
-
-    def __eq__(self, other: object) -> bool:
-        if isinstance(other, Sequence) and not isinstance(other, str):
-            return tuple(self) == tuple(other)
-        return NotImplemented
-
-    __hash__ = None  # type: ignore[assignment]
 
     def __repr__(self) -> str:
         return f"RecordView({len(self)} of {len(self.records)} scored)"

@@ -42,7 +42,7 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from operator import itemgetter
 from typing import Any
@@ -54,6 +54,7 @@ from ruleengine.match.compile import PAD, Concrete, Program, compile_rule_set
 from ruleengine.match.facts import match_type
 from ruleengine.match.model import Candidate, MatchResult, NearMiss, TwinMap
 from ruleengine.ops.model import OpAlias
+from ruleengine.records import LazyTuple
 from ruleengine.rules.model import RuleSet
 
 # A tensor read by more than this many nodes is a hub: its readers are not neighbours of
@@ -1149,7 +1150,7 @@ class _RuleRows:
         return made, outs, which, member
 
 
-class _NearRows(Sequence[NearMiss]):
+class _NearRows(LazyTuple[NearMiss]):
     """The memo's near misses in key order, equal to the tuple of their records, each
     record made on first read (2 x 10^5 on a 2048-layer stack; explain and the full
     plan read them, a compact ``fuse`` reads the codes: ``code_ids``, ``code_names``).
@@ -1226,24 +1227,11 @@ class _NearRows(Sequence[NearMiss]):
             self._whole = True
         return self._cache.tolist()
 
-    def __iter__(self) -> Iterator[NearMiss]:
-        return iter(self.all())
-
-    def __eq__(self, other: object) -> bool:
-        if isinstance(other, Sequence) and not isinstance(other, str):
-            return tuple(self) == tuple(other)
-        return NotImplemented
-
-    __hash__ = None  # type: ignore[assignment]
-
-    def __reduce__(self) -> tuple:
-        return (tuple, (tuple(self),))
-
     def __repr__(self) -> str:
         return f"_NearRows({len(self)} near misses)"
 
 
-class _CandRows(Sequence[Candidate]):
+class _CandRows(LazyTuple[Candidate]):
     """The memo's candidates in key order, equal to the tuple of their records, each
     record made on first read (4.5 x 10^5 on a 2048-layer stack; a compact ``fuse``
     reads the few that are no twin, the sources, the chosen and the listed: cost reads
@@ -1330,19 +1318,6 @@ class _CandRows(Sequence[Candidate]):
                 self._have[todo] = True
             self._whole = True
         return self._cache.tolist()
-
-    def __iter__(self) -> Iterator[Candidate]:
-        return iter(self.all())
-
-    def __eq__(self, other: object) -> bool:
-        if isinstance(other, Sequence) and not isinstance(other, str):
-            return tuple(self) == tuple(other)
-        return NotImplemented
-
-    __hash__ = None  # type: ignore[assignment]
-
-    def __reduce__(self) -> tuple:
-        return (tuple, (tuple(self),))
 
     def __repr__(self) -> str:
         return f"_CandRows({len(self)} candidates)"

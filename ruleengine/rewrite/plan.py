@@ -24,6 +24,7 @@ from ruleengine.diagnostics.model import Diagnostic, Location, Severity
 from ruleengine.errors import OutputError
 from ruleengine.graph.model import Graph
 from ruleengine.match.model import MatchResult
+from ruleengine.records import LazyTuple
 from ruleengine.resolve.lost import LostCandidates
 from ruleengine.resolve.model import Resolution
 from ruleengine.rewrite.model import (
@@ -359,7 +360,7 @@ def match_counts(match: MatchResult) -> Counter[str]:
     return Counter({rule: len(seen) for rule, seen in distinct.items()})
 
 
-class RejectedCandidates(Sequence[Rejection]):
+class RejectedCandidates(LazyTuple[Rejection]):
     """Every candidate that did not become a group, in (rule, nodes, code) order: the
     non-viable scored records, the losers of conflicts, the groups safe mode dropped and
     the near misses the cost stage did not carry.
@@ -488,18 +489,8 @@ class RejectedCandidates(Sequence[Rejection]):
     def __len__(self) -> int:
         return len(self._src)
 
-    def __iter__(self) -> Iterator[Rejection]:
-        return iter(self.all())
-
     def __getitem__(self, index: Any) -> Any:
         return self.all()[index]
-
-    def __eq__(self, other: object) -> bool:
-        if isinstance(other, Sequence) and not isinstance(other, str):
-            return tuple(self) == tuple(other)
-        return NotImplemented
-
-    __hash__ = None  # type: ignore[assignment]
 
     def __repr__(self) -> str:
         return f"RejectedCandidates({len(self)} rejected)"
