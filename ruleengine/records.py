@@ -46,11 +46,26 @@ class FrozenMap(Mapping[str, Any]):
 class LazyTuple(Sequence[T], Generic[T]):
     """A sequence equal to the tuple of its records, each made on first read: on an
     LLM-sized graph the stages hand over ~10^5-10^6 candidates and a compact ``fuse``
-    reads a few thousand. Subclasses give ``__len__``, ``__getitem__`` and ``all`` (every
-    record, in order); pickling sends the plain tuple (a forked matcher's result)."""
+    reads a few thousand. Subclasses give ``__len__``, ``all`` (every record, in order)
+    and ``_record`` (one, by position) or their own ``__getitem__``; pickling sends the
+    plain tuple (a forked matcher's result)."""
 
     def all(self) -> Sequence[T]:
         raise NotImplementedError
+
+    def _record(self, k: int) -> T:
+        """Record ``k`` (0 <= k < len), made if it was not."""
+        raise NotImplementedError
+
+    def __getitem__(self, index: Any) -> Any:
+        if isinstance(index, slice):
+            return tuple(self.all()[index])
+        n = len(self)
+        if index < 0:
+            index += n
+        if not 0 <= index < n:
+            raise IndexError(index)
+        return self._record(index)
 
     def __iter__(self) -> Iterator[T]:
         return iter(self.all())

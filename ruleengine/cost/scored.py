@@ -201,15 +201,8 @@ class ScoredRecords(LazyTuple[ScoredCandidate]):
             self._whole = True
         return self._cache.tolist()
 
-    def __getitem__(self, index: Any) -> Any:
-        if isinstance(index, slice):
-            return tuple(self.all()[index])
-        n = len(self._origin)
-        if index < 0:
-            index += n
-        if not 0 <= index < n:
-            raise IndexError(index)
-        return self.record(index)
+    def _record(self, k: int) -> ScoredCandidate:
+        return self.record(k)
 
     def __repr__(self) -> str:
         return f"ScoredRecords({len(self)} scored)"

@@ -1210,15 +1210,8 @@ class _NearRows(LazyTuple[NearMiss]):
         self._have[k] = True
         return rec
 
-    def __getitem__(self, index: Any) -> Any:
-        if isinstance(index, slice):
-            return tuple(self.all()[index])
-        n = len(self._which)
-        if index < 0:
-            index += n
-        if not 0 <= index < n:
-            raise IndexError(index)
-        return self._cache[index] if self._have[index] else self._make(index)
+    def _record(self, k: int) -> Any:
+        return self._cache[k] if self._have[k] else self._make(k)
 
     def all(self) -> list[NearMiss]:
         if not self._whole:
@@ -1286,15 +1279,8 @@ class _CandRows(LazyTuple[Candidate]):
         self._have[k] = True
         return rec
 
-    def __getitem__(self, index: Any) -> Any:
-        if isinstance(index, slice):
-            return tuple(self.all()[index])
-        n = len(self._which)
-        if index < 0:
-            index += n
-        if not 0 <= index < n:
-            raise IndexError(index)
-        return self._cache[index] if self._have[index] else self._make(index)
+    def _record(self, k: int) -> Any:
+        return self._cache[k] if self._have[k] else self._make(k)
 
     def all(self) -> list[Candidate]:
         """Every record (the missing ones made per outcome, names read by numpy)."""
