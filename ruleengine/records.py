@@ -3,6 +3,7 @@ bottom of the package so that no lower layer imports an upper one."""
 
 from __future__ import annotations
 
+from abc import abstractmethod
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Generic, TypeVar
 
@@ -47,15 +48,16 @@ class LazyTuple(Sequence[T], Generic[T]):
     """A sequence equal to the tuple of its records, each made on first read: on an
     LLM-sized graph the stages hand over ~10^5-10^6 candidates and a compact ``fuse``
     reads a few thousand. Subclasses give ``__len__``, ``all`` (every record, in order)
-    and ``_record`` (one, by position) or their own ``__getitem__``; pickling sends the
+    and, where one record can be made alone, ``_record``; pickling sends the
     plain tuple (a forked matcher's result)."""
 
+    @abstractmethod
     def all(self) -> Sequence[T]:
-        raise NotImplementedError
+        """Every record, in order (made now where missing)."""
 
     def _record(self, k: int) -> T:
-        """Record ``k`` (0 <= k < len), made if it was not."""
-        raise NotImplementedError
+        """Record ``k`` (0 <= k < len); subclasses that can make one alone override it."""
+        return self.all()[k]
 
     def __getitem__(self, index: Any) -> Any:
         if isinstance(index, slice):

@@ -489,9 +489,6 @@ class RejectedCandidates(LazyTuple[Rejection]):
     def __len__(self) -> int:
         return len(self._src)
 
-    def __getitem__(self, index: Any) -> Any:
-        return self.all()[index]
-
     def __repr__(self) -> str:
         return f"RejectedCandidates({len(self)} rejected)"
 
