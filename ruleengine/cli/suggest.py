@@ -67,6 +67,15 @@ def summary_json(s: Suggestion) -> dict:
                 "groups_after": m.groups_after,
                 "suggested_groups": m.suggested_groups,
                 "unknown_edges": m.unknown_edges,
+                "spelled": None
+                if m.spelled is None
+                else {
+                    "before": round(m.spelled.before, 4),
+                    "after": round(m.spelled.after, 4),
+                    "lowered_by": [
+                        {"rule": r, "displaces": list(v)} for r, v in m.spelled.lowered_by
+                    ],
+                },
             }
             for m in s.coverage
         ],
@@ -105,6 +114,17 @@ def render_text(s: Suggestion, outdir: Path) -> str:
             f"{m.model}: {m.unknown_edges} edge(s) of unknown size are not counted "
             "(bind symbolic dims with --dim name=value)"
         )
+    for m in s.coverage:
+        sp = m.spelled
+        if sp is None:
+            continue
+        fell = sp.after + TOLERANCE < sp.before
+        lines.append(
+            f"{m.model} with its composites written out (as another exporter spells them): "
+            f"{sp.before:.1%} -> {sp.after:.1%}{': LOWER' if fell else ''}"
+        )
+        for rule, displaced in sp.lowered_by:
+            lines.append(f"  {rule} takes ops of the groups of {', '.join(displaced)} there")
     lines.append(
         "before: the given rules; after: with the drafted rules added; reach: what the "
         "selection picks once the drafted groups are offered (simulated); ceiling: the most "

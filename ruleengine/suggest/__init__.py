@@ -18,10 +18,20 @@ from ruleengine.suggest.model import (
     Instance,
     ModelCoverage,
     Region,
+    SpelledCoverage,
     Suggestion,
 )
 
-__all__ = ["Cluster", "DraftRule", "Instance", "ModelCoverage", "Region", "Suggestion", "suggest"]
+__all__ = [
+    "Cluster",
+    "DraftRule",
+    "Instance",
+    "ModelCoverage",
+    "Region",
+    "SpelledCoverage",
+    "Suggestion",
+    "suggest",
+]
 
 Progress = Callable[[str], None]
 
@@ -113,7 +123,70 @@ def suggest(
                 rose = True
         if not rose:
             break
+    report = _spelled_checks(models, report, drafts, rules, preset, target, dims, note)
     return Suggestion(tuple(drafts), tuple(dropped), report, target)
+
+
+# a fall in the other spelling's coverage smaller than this is not one (figures print
+# to 0.1%)
+SPELLED_TOLERANCE = 0.0005
+
+
+def _spelled_checks(  # noqa: ANN001, PLR0913
+    models, report, drafts, rules, preset, target, dims, note
+) -> tuple[ModelCoverage, ...]:
+    """Each model measured again in its other spelling (``spelled.decomposed``: composite
+    ops written out, as another exporter writes them), with the given rules and with the
+    drafted rules beside them. A drafted rule may take an op that, in that spelling, a
+    given rule needs together with the written-out composite (the embeddings' sum Add of
+    ``embedding_norm``): where coverage falls there, the drafted rules whose chosen groups
+    take ops of groups the given rules chose are named, for the rule author (the
+    family's other exports fall the same way: roberta ts -> ts14)."""
+    from dataclasses import replace
+
+    from ruleengine import coverage
+    from ruleengine.pipeline import analyze
+    from ruleengine.suggest.spelled import decomposed
+
+    out = list(report)
+    with tempfile.TemporaryDirectory(prefix="autofusion-spelled-") as tmp:
+        for d in drafts:
+            (Path(tmp) / f"{d.name}.yaml").write_text(d.text, encoding="utf-8")
+        extra = [tmp] if drafts else []
+        for k, (path, m) in enumerate(zip(models, report, strict=True)):
+            folder = Path(tmp) / f"model-{k}"
+            folder.mkdir()
+            twin = decomposed(path, folder)
+            if twin is None:
+                continue
+            note(f"measuring {m.model} with its composites written out")
+            before = analyze(twin, rules, preset=preset, target=target, dims=dims)
+            after = analyze(twin, [*rules, *extra], preset=preset, target=target, dims=dims)
+            edges = coverage.fusable_edges(before.graph)
+            was = before.resolution.chosen
+            now = after.resolution.chosen
+            cov_before = coverage.measure(before.graph, [sc.candidate.nodes for sc in was], edges)
+            cov_after = coverage.measure(after.graph, [sc.candidate.nodes for sc in now], edges)
+            lowered: dict[str, set[str]] = {}
+            if cov_after.coverage + SPELLED_TOLERANCE < cov_before.coverage:
+                kept = {sc.candidate.node_set for sc in now}
+                names = {d.name for d in drafts}
+                for sc in now:
+                    if sc.candidate.rule not in names:
+                        continue
+                    for b in was:
+                        nodes = b.candidate.node_set
+                        if nodes not in kept and nodes & sc.candidate.node_set:
+                            lowered.setdefault(sc.candidate.rule, set()).add(b.candidate.rule)
+            out[k] = replace(
+                m,
+                spelled=SpelledCoverage(
+                    cov_before.coverage,
+                    cov_after.coverage,
+                    tuple((r, tuple(sorted(v))) for r, v in sorted(lowered.items())),
+                ),
+            )
+    return tuple(out)
 
 
 def _redraft(  # noqa: ANN001, PLR0913

@@ -83,6 +83,20 @@ class ModelCoverage:
     groups_after: int
     suggested_groups: int  # chosen groups of suggested rules
     unknown_edges: int = 0  # edges not counted: their tensor's size is unknown
+    # the same model with its composite ops written out (``spelled.decomposed``), as
+    # another exporter spells it; None where it has none
+    spelled: SpelledCoverage | None = None
+
+
+@dataclass(frozen=True)
+class SpelledCoverage:
+    """Coverage of a model's other spelling (composites written out) before and after
+    the drafted rules, and, where it falls, the drafted rules whose chosen groups there
+    take ops from groups the given rules chose (rule -> those rules)."""
+
+    before: float
+    after: float
+    lowered_by: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
 
 @dataclass(frozen=True)
