@@ -123,70 +123,179 @@ def suggest(
                 rose = True
         if not rose:
             break
-    report = _spelled_checks(models, report, drafts, rules, preset, target, dims, note)
+    drafts, report = _spelled_checks(models, report, drafts, rules, preset, target, dims, note)
     return Suggestion(tuple(drafts), tuple(dropped), report, target)
 
 
 # a fall in the other spelling's coverage smaller than this is not one (figures print
 # to 0.1%)
 SPELLED_TOLERANCE = 0.0005
+# what a model's other spelling is called in the descriptions of the drafts made there
+SPELLED_SUFFIX = "(composites written out)"
 
 
-def _spelled_checks(  # noqa: ANN001, PLR0913
+def _with_drafts(path, drafts, rules, preset, target, dims):  # noqa: ANN001, ANN202
+    """The analysis of ``path`` with the drafted rules beside the given ones."""
+    from ruleengine.pipeline import analyze
+
+    with tempfile.TemporaryDirectory(prefix="autofusion-suggest-") as tmp:
+        for d in drafts:
+            (Path(tmp) / f"{d.name}.yaml").write_text(d.text, encoding="utf-8")
+        extra = [tmp] if drafts else []
+        return analyze(path, [*rules, *extra], preset=preset, target=target, dims=dims)
+
+
+def _covered(analysis) -> float:  # noqa: ANN001
+    from ruleengine import coverage
+
+    chosen = analysis.resolution.chosen
+    return coverage.measure(analysis.graph, [sc.candidate.nodes for sc in chosen]).coverage
+
+
+def _displaced(before, after, drafts) -> dict[str, dict[frozenset[str], list]]:  # noqa: ANN001
+    """Per drafted rule, its chosen groups in ``after`` that take ops of groups chosen in
+    ``before`` (no longer chosen), with those groups."""
+    names = {d.name for d in drafts}
+    kept = {sc.candidate.node_set for sc in after.resolution.chosen}
+    out: dict[str, dict[frozenset[str], list]] = {}
+    for sc in after.resolution.chosen:
+        if sc.candidate.rule not in names:
+            continue
+        hit = [
+            b
+            for b in before.resolution.chosen
+            if b.candidate.node_set not in kept and b.candidate.node_set & sc.candidate.node_set
+        ]
+        if hit:
+            out.setdefault(sc.candidate.rule, {})[sc.candidate.node_set] = hit
+    return out
+
+
+def _spelled_checks(  # noqa: ANN001, PLR0913, C901
     models, report, drafts, rules, preset, target, dims, note
-) -> tuple[ModelCoverage, ...]:
+) -> tuple[list[DraftRule], tuple[ModelCoverage, ...]]:
     """Each model measured again in its other spelling (``spelled.decomposed``: composite
     ops written out, as another exporter writes them), with the given rules and with the
     drafted rules beside them. A drafted rule may take an op that, in that spelling, a
     given rule needs together with the written-out composite (the embeddings' sum Add of
-    ``embedding_norm``): where coverage falls there, the drafted rules whose chosen groups
-    take ops of groups the given rules chose are named, for the rule author (the
-    family's other exports fall the same way: roberta ts -> ts14)."""
+    ``embedding_norm``): there it displaces the given rule's group and coverage falls,
+    though where it was drafted it raises it (the family's other exports fall the same
+    way: roberta ts -> ts14). Where it falls, a *bridge* is drafted in that spelling:
+    the drafted group with the groups it displaces, one region, its composites left
+    written out (so it matches only where they are: the source is not changed by it),
+    a rule as any region's (``_bridges``). The bridges are kept where every model given
+    keeps its coverage and the other spelling's rises; the drafted rules still lowering
+    it are named in the summary."""
     from dataclasses import replace
 
-    from ruleengine import coverage
     from ruleengine.pipeline import analyze
     from ruleengine.suggest.spelled import decomposed
 
     out = list(report)
+    drafts = list(drafts)
     with tempfile.TemporaryDirectory(prefix="autofusion-spelled-") as tmp:
-        for d in drafts:
-            (Path(tmp) / f"{d.name}.yaml").write_text(d.text, encoding="utf-8")
-        extra = [tmp] if drafts else []
         for k, (path, m) in enumerate(zip(models, report, strict=True)):
             folder = Path(tmp) / f"model-{k}"
             folder.mkdir()
-            twin = decomposed(path, folder)
+            try:
+                twin = decomposed(path, folder)
+            except Exception as e:  # noqa: BLE001 - the model itself was analysed: a check
+                note(f"{m.model}: its composites not written out ({type(e).__name__}: {e})")
+                continue
             if twin is None:
                 continue
             note(f"measuring {m.model} with its composites written out")
             before = analyze(twin, rules, preset=preset, target=target, dims=dims)
-            after = analyze(twin, [*rules, *extra], preset=preset, target=target, dims=dims)
-            edges = coverage.fusable_edges(before.graph)
-            was = before.resolution.chosen
-            now = after.resolution.chosen
-            cov_before = coverage.measure(before.graph, [sc.candidate.nodes for sc in was], edges)
-            cov_after = coverage.measure(after.graph, [sc.candidate.nodes for sc in now], edges)
-            lowered: dict[str, set[str]] = {}
-            if cov_after.coverage + SPELLED_TOLERANCE < cov_before.coverage:
-                kept = {sc.candidate.node_set for sc in now}
-                names = {d.name for d in drafts}
-                for sc in now:
-                    if sc.candidate.rule not in names:
-                        continue
-                    for b in was:
-                        nodes = b.candidate.node_set
-                        if nodes not in kept and nodes & sc.candidate.node_set:
-                            lowered.setdefault(sc.candidate.rule, set()).add(b.candidate.rule)
+            after = _with_drafts(twin, drafts, rules, preset, target, dims)
+            was, now = _covered(before), _covered(after)
+            if now + SPELLED_TOLERANCE < was and SPELLED_BRIDGES:
+                bridges = _bridges(f"{m.model} {SPELLED_SUFFIX}", before, after, drafts, note)
+                if bridges:
+                    trial = [*drafts, *bridges]
+                    note(f"measuring {m.model} with {len(bridges)} bridge rule(s)")
+                    kept = [_with_drafts(p, trial, rules, preset, target, dims) for p in models]
+                    twin_after = _with_drafts(twin, trial, rules, preset, target, dims)
+                    if _covered(twin_after) > now + 1e-9 and all(
+                        _covered(a) + 1e-9 >= r.after for a, r in zip(kept, out, strict=True)
+                    ):
+                        drafts, after, now = trial, twin_after, _covered(twin_after)
+                        names = {d.name for d in drafts}
+                        for j, (a, r) in enumerate(zip(kept, out, strict=True)):
+                            chosen = a.resolution.chosen
+                            out[j] = replace(
+                                r,
+                                after=_covered(a),
+                                groups_after=len(chosen),
+                                suggested_groups=sum(
+                                    1 for sc in chosen if sc.candidate.rule in names
+                                ),
+                            )
+            lowered = _displaced(before, after, drafts) if now + SPELLED_TOLERANCE < was else {}
             out[k] = replace(
-                m,
+                out[k],
                 spelled=SpelledCoverage(
-                    cov_before.coverage,
-                    cov_after.coverage,
-                    tuple((r, tuple(sorted(v))) for r, v in sorted(lowered.items())),
+                    was,
+                    now,
+                    tuple(
+                        (r, tuple(sorted({b.candidate.rule for g in v.values() for b in g})))
+                        for r, v in sorted(lowered.items())
+                    ),
                 ),
             )
-    return tuple(out)
+    return drafts, tuple(out)
+
+
+# Bridges are drafted where a drafted rule lowers a model's other spelling.
+SPELLED_BRIDGES = True
+
+
+def _bridges(name: str, before, after, drafts, note) -> list[DraftRule]:  # noqa: ANN001
+    """Rules for the other spelling: each drafted group there that displaces groups of
+    the given rules, together with them, as one region (where the cost model fuses it),
+    drafted with its composites written out, tested on that spelling's graph."""
+    from ruleengine.cost.model import Verdict
+    from ruleengine.cost.scoring import GroupMemo, score_one
+    from ruleengine.cost.traffic import topo_position
+    from ruleengine.suggest.canon import canonicalize
+    from ruleengine.suggest.emit import fitting_priority, rule_name
+    from ruleengine.suggest.regions import _candidate
+
+    graph = after.graph
+    graphs = {name: graph}
+    pos = topo_position(graph)
+    memo = GroupMemo(graph, after.target)
+    priorities = {r.name: r.priority for r in after.rule_set.rules}
+    taken = set(priorities)
+    seen: set[frozenset[str]] = set()
+    alternatives = []
+    for rule, groups in sorted(_displaced(before, after, drafts).items()):
+        for group, hit in sorted(groups.items(), key=lambda g: min(pos[n] for n in g[0])):
+            nodes = frozenset(group).union(*(b.candidate.node_set for b in hit))
+            if nodes in seen:
+                continue
+            seen.add(nodes)
+            scored = score_one(graph, _candidate(graph, nodes), None, after.target, memo=memo)
+            if scored.verdict is not Verdict.FUSE:
+                continue
+            cost = scored.cost  # type: ignore[attr-defined]
+            region = Region(
+                tuple(sorted(nodes, key=pos.__getitem__)), cost.bytes_saved, cost.net_bytes
+            )
+            canon = canonicalize(graph, region.nodes)  # composites stay written out
+            inst = _instance(name, graph, region, canon, before.resolution.chosen)
+            cluster = Cluster(canon.key, (inst,))
+            bridge = rule_name(cluster, taken)
+            priority = fitting_priority({*inst.absorbed_rules, rule}, priorities)
+            fitted = _fitting_drafts(cluster, bridge, priority, after.target.name, graphs)
+            if fitted:
+                alternatives.append(
+                    [DraftRule(bridge, text, cl, priority, pinned=pin) for cl, text, pin in fitted]
+                )
+    if not alternatives:
+        return []
+    note(f"drafting {len(alternatives)} bridge rule(s) for {name}")
+    tested, _ = _with_tests(alternatives, graphs)
+    return [_with_kernel(d, graphs) for d in tested]
 
 
 def _redraft(  # noqa: ANN001, PLR0913
