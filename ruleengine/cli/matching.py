@@ -111,11 +111,19 @@ def match_command(
     near: bool = typer.Option(
         False, "--near-misses", help="Also list bindings a check rejected, with the reason."
     ),
+    jobs: int | None = typer.Option(
+        None,
+        "--jobs",
+        "-j",
+        min=1,
+        help="Processes for matching and shape inference (default: the cores).",
+    ),
 ) -> None:
     """List every candidate subgraph of every rule (overlapping ones included)."""
 
     def run() -> int:
         from ruleengine.graph import load_graph
+        from ruleengine.graph.forked import FORK_FROM_NODES, cores
         from ruleengine.match import find_candidates
         from ruleengine.paths import check_input_file
         from ruleengine.rules import load_rule_set
@@ -123,9 +131,13 @@ def match_command(
         check_input_file(model, "model")
         chosen = preset.value if preset else (None if rules else "all")
         rule_set = load_rule_set([str(p) for p in rules], preset=chosen)
-        graph = load_graph(model, _dims(dim), parse_input_shapes(input_shape))
+        n_jobs = cores() if jobs is None else jobs
+        graph = load_graph(model, _dims(dim), parse_input_shapes(input_shape), jobs=n_jobs)
         warn_inputs(graph, rule_set)
-        result = find_candidates(graph, rule_set)
+        # the Datalog queries of a large graph shared among processes (the same result)
+        result = find_candidates(
+            graph, rule_set, jobs=n_jobs if len(graph.nodes) >= FORK_FROM_NODES else 1
+        )
         if fmt is Format.json:
             from ruleengine.jsontext import json_bytes
 

@@ -47,23 +47,26 @@ def find_candidates(
     aliases: Mapping[str, OpAlias] | None = None,
     stats: dict[str, float] | None = None,
     memo: bool | None = None,
+    jobs: int = 1,
 ) -> MatchResult:
     """Every binding of every enabled rule to ``graph`` (overlaps included), plus near misses.
 
     ``stats``, when given, receives per-step seconds (compile, facts, datalog, check) and
     the fact count, for the benchmark. ``memo``: match repeated structures once
     (``match.memo``; the same result); None: when the graph is large enough to pay.
+    ``jobs`` > 1: the Datalog queries are shared among that many processes (the same
+    result; ``backend``).
     """
     from ruleengine.match import memo as memo_mod
 
     with paused_gc():
         if memo or (memo is None and memo_mod.memo_applies(graph)):
             found = memo_mod.find_memo(
-                graph, rule_set, default_aliases() if aliases is None else aliases, stats
+                graph, rule_set, default_aliases() if aliases is None else aliases, stats, jobs
             )
             if found is not None:
                 return found
-        return _find(graph, rule_set, aliases, stats)
+        return _find(graph, rule_set, aliases, stats, jobs)
 
 
 def _find(
@@ -71,13 +74,14 @@ def _find(
     rule_set: RuleSet,
     aliases: Mapping[str, OpAlias] | None,
     stats: dict[str, float] | None,
+    jobs: int = 1,
 ) -> MatchResult:
     t0 = time.perf_counter()
     aliases = default_aliases() if aliases is None else aliases
     rules = tuple(r for r in rule_set.rules if r.enabled)
     prog = compile_rule_set(rules, aliases, tabled_forms=True)
     t1 = time.perf_counter()
-    answers, timings, t2, n_facts = datalog_answers(graph, prog)
+    answers, timings, t2, n_facts = datalog_answers(graph, prog, jobs=jobs)
     t3 = time.perf_counter()
     candidates: dict[tuple, Candidate] = {}
     near: dict[tuple, NearMiss] = {}
@@ -146,12 +150,13 @@ _DERIVED_CALL = re.compile(r"\b([kf])_(\w+)\(")
 
 
 def datalog_answers(
-    graph: Graph, prog: Program, only: set[str] | None = None
+    graph: Graph, prog: Program, only: set[str] | None = None, jobs: int = 1
 ) -> tuple[dict[str, list[tuple]], dict[str, float], float, int]:
     """The rule heads' answers over ``graph``'s facts (``only``: the memo's window), the
     Datalog seconds per head, the perf_counter time at which the program text was ready
     (facts and text before it, Datalog after: the stage timings split there), and the
-    number of facts."""
+    number of facts. ``jobs`` > 1: the rule clauses are asked in that many processes
+    (``backend``: the same answers)."""
     facts = build_facts(graph, prog, only)
     counts = Counter(pred for pred, _ in facts)
     heads: set[str] = set()
@@ -161,12 +166,16 @@ def datalog_answers(
     ready = time.perf_counter()
     queries = [(h, a) for (h, a, _) in prog.rules.values() if h in heads]
     timings: dict[str, float] = {}
-    answers = _ask(facts, text, queries, timings) if queries else {}
+    answers = _ask(facts, text, queries, timings, jobs) if queries else {}
     return answers, timings, ready, len(facts)
 
 
 def _ask(
-    facts: list, text: str, queries: list[tuple[str, int]], timings: dict[str, float]
+    facts: list,
+    text: str,
+    queries: list[tuple[str, int]],
+    timings: dict[str, float],
+    jobs: int = 1,
 ) -> dict[str, list[tuple]]:
     """Run the program; composite cores (``k_``) and tabled forms (``f_``) are computed
     once for all rules instead of once per rule's query.
@@ -193,7 +202,7 @@ def _ask(
     )
     form_tables = [(f, arity[f], f"t_{f[2:]}") for f in called if f in arity]
     if not form_tables:
-        return backend.run(facts, text, queries, timings)
+        return backend.run(facts, text, queries, timings, jobs)
     used = sorted(
         {
             f"k_{m.group(2)}"
@@ -212,7 +221,7 @@ def _ask(
     form_text = "\n".join(ln[: ln.index("<=")] + to_facts(ln[ln.index("<=") :]) for ln in forms)
     stages = [("\n".join(cores) + "\n", core_tables), (form_text + "\n", form_tables)]
     program = "\n".join(to_facts(ln) for ln in rules) + "\n"
-    return backend.run_staged(facts, stages, program, queries, timings)
+    return backend.run_staged(facts, stages, program, queries, timings, jobs)
 
 
 # ---------------------------------------------------------------- building a candidate

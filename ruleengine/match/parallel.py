@@ -65,8 +65,10 @@ def find_candidates_parallel(graph: Graph, rule_set: RuleSet, jobs: int) -> Matc
     # translation, cheaper than forking and sending every translated binding back. Only
     # when the memo declines (little repetition) are the rules split over processes.
     if memo_applies(graph):
+        # the window's Datalog (its clauses dealt out to forked children: backend)
+        shared = jobs if len(graph.nodes) >= PARALLEL_FROM_NODES else 1
         with paused_gc():
-            found = find_memo(graph, rule_set, default_aliases())
+            found = find_memo(graph, rule_set, default_aliases(), jobs=shared)
         if found is not None:
             return found
     rules = tuple(r for r in rule_set.rules if r.enabled)

@@ -73,3 +73,93 @@ def test_parallel_matching_uses_the_memo_first(monkeypatch: pytest.MonkeyPatch) 
     for result in (with_memo, split):
         assert result.candidates == serial.candidates
         assert result.near_misses == serial.near_misses
+
+
+def _counting_forks(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The number of queries each forked Datalog share asks (``backend`` forks through
+    ``graph.forked.Forked``)."""
+    from ruleengine.graph import forked as forked_mod
+
+    shares: list[int] = []
+
+    class Counting(forked_mod.Forked):
+        def __init__(self, fn, *args) -> None:
+            if fn.__name__ == "_asked_bytes":
+                shares.append(len(args[0]))
+            super().__init__(fn, *args)
+
+    monkeypatch.setattr(forked_mod, "Forked", Counting)
+    return shares
+
+
+def test_datalog_clauses_shared_among_processes_give_the_same_answers(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from ruleengine.match import backend
+
+    facts = [("e", (a, b)) for a, b in ((1, 2), (2, 3), (3, 4), (4, 1), (2, 5))]
+    facts += [("n", (a,)) for a in range(1, 6)]
+    program = "\n".join(
+        [
+            "q(C, A, B) <= e(A, B) & (C == 1)",
+            "q(C, A, B) <= e(A, X) & e(X, B) & (C == 2)",
+            "q(C, A, B) <= e(A, B) & e(B, X) & (C == 2)",  # the same C as the line above
+            "r(C, A) <= n(A) & e(A, X) & (C == 1)",
+            "s(C, A) <= p2(A, X) & (C == 7)",  # p2: not asked, every share keeps it
+            "p2(A, B) <= e(A, X) & e(X, B)",
+        ]
+    )
+    queries = [("q", 2), ("r", 1), ("s", 1)]
+    one = backend.run(facts, program, queries)
+    assert one["q"] and one["r"] and one["s"]
+    shares = _counting_forks(monkeypatch)
+    for jobs in (2, 3, 8):
+        timings: dict[str, float] = {}
+        got = backend.run(facts, program, queries, timings, jobs=jobs)
+        assert got == one
+        assert list(got) == list(timings) == ["q", "r", "s"]
+    # 5 clauses dealt out: shares of 2 and 3 processes, 5 of 8 (the others get none)
+    assert len(shares) == 1 + 2 + 4
+
+
+def test_clauses_are_dealt_in_turn_and_called_heads_stay_whole() -> None:
+    from ruleengine.match import backend
+
+    program = "\n".join(
+        [
+            "q(C, A) <= e(A, X) & (C == 1)",
+            "q(C, A) <= e(X, A) & (C == 2)",
+            "r(C, A) <= q(C, A)",  # r calls q: q's clauses stay under their name
+            "t(C, A) <= n(A) & (C == 1)",
+            "t(C, A) <= e(A, A) & (C == 2)",
+        ]
+    )
+    dealt = backend._deal(program, [("q", 1), ("r", 1), ("t", 1)], 2)
+    assert dealt is not None
+    text, parts = dealt
+    lines = text.splitlines()
+    assert lines[:3] == program.splitlines()[:3]
+    assert lines[3] == "t_j1(C, A) <= n(A) & (C == 1)"
+    assert lines[4] == "t(C, A) <= e(A, A) & (C == 2)"
+    assert parts == [[("r", "r", 1), ("t", "t", 1), ("q", "q", 1)], [("t_j1", "t", 1)]]
+    # a share's new name is taken already: nothing is dealt out
+    assert backend._deal(program + "\nt_j1(C, A) <= n(A)", [("t", 1)], 2) is None
+    # one clause to deal: nothing to share
+    assert backend._deal("t(C, A) <= n(A) & (C == 1)", [("t", 1)], 2) is None
+
+
+def test_memo_window_asked_by_two_processes_equals_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    from ruleengine.match import memo
+
+    monkeypatch.setattr(memo, "MAX_COVER", 1.0)
+    graph = graph_from_model(decoder_stack(6))
+    rule_set = load_rule_set([], preset="all")
+    one = find_candidates(graph, rule_set, memo=True)
+    shares = _counting_forks(monkeypatch)
+    two = find_candidates(graph, rule_set, memo=True, jobs=2)
+    assert shares  # the window's clauses were shared with a child
+    assert two.candidates == one.candidates
+    assert two.near_misses == one.near_misses
+    assert [n.reason for n in two.near_misses] == [n.reason for n in one.near_misses]
+    plain = find_candidates(graph, rule_set, memo=False, jobs=2)
+    assert plain.candidates == one.candidates
