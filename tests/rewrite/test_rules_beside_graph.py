@@ -1,0 +1,70 @@
+"""The rules loaded by a forked child while the model is read (``pipeline._PendingRules``):
+the same analysis as loading them first, and their errors still come first."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from ruleengine import pipeline
+from ruleengine.errors import AutofusionError, RuleLoadError
+from ruleengine.graph import forked
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLE = ROOT / "examples" / "mlp_block.onnx"
+RULES = ROOT / "tests" / "golden" / "fuse" / "rules"
+
+
+def _forks(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    names: list[str] = []
+
+    class Counting(forked.Forked):
+        def __init__(self, fn, *args) -> None:
+            names.append(fn.__name__)
+            super().__init__(fn, *args)
+
+    monkeypatch.setattr(forked, "Forked", Counting)
+    return names
+
+
+def test_rules_from_a_child_give_the_same_analysis(monkeypatch: pytest.MonkeyPatch) -> None:
+    one = pipeline.analyze(EXAMPLE, [RULES], jobs=1)
+    names = _forks(monkeypatch)
+    two = pipeline.analyze(EXAMPLE, [RULES], jobs=2, disable=["golden_conv_bn_relu"])
+    assert "_pickled_rules" in names
+    assert two.rule_set.rules == tuple(
+        r for r in one.rule_set.rules if r.name != "golden_conv_bn_relu"
+    )
+    again = pipeline.analyze(EXAMPLE, [RULES], jobs=2)
+    assert again.rule_set == one.rule_set
+    assert [c.key for c in again.match.candidates] == [c.key for c in one.match.candidates]
+    assert again.resolution.chosen == one.resolution.chosen
+    stages = [s for s, _ in again.timings]
+    assert stages[:2] == ["rules", "graph"] and stages == [s for s, _ in one.timings]
+
+
+def test_a_bad_rule_file_is_reported_before_a_bad_model(tmp_path: Path) -> None:
+    bad_rule = tmp_path / "bad.yaml"
+    bad_rule.write_text("name: [unclosed\n")
+    bad_model = tmp_path / "model.onnx"
+    bad_model.write_bytes(b"not a model")
+    errors = []
+    for jobs in (1, 2):
+        with pytest.raises(AutofusionError) as caught:
+            pipeline.analyze(bad_model, [bad_rule], jobs=jobs)
+        errors.append((type(caught.value), caught.value.message))
+    assert errors[0] == errors[1]
+    assert errors[0][0] is RuleLoadError
+    # an unknown rule name (select_rules) also before the model's error
+    with pytest.raises(AutofusionError, match="unknown rule name"):
+        pipeline.analyze(bad_model, [RULES], enable=["no_such_rule"], jobs=2)
+
+
+def test_a_failed_child_leaves_the_rules_to_this_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken(rules, preset):  # noqa: ANN001, ANN202
+        raise MemoryError("the child could not load them")
+
+    monkeypatch.setattr(pipeline, "_pickled_rules", broken)
+    got = pipeline.analyze(EXAMPLE, [RULES], jobs=2)
+    assert got.rule_set == pipeline.analyze(EXAMPLE, [RULES], jobs=1).rule_set
