@@ -181,6 +181,7 @@ def analyze(
     from ruleengine.graph import load_graph
     from ruleengine.match.parallel import find_candidates_parallel
     from ruleengine.resolve import resolve
+    from ruleengine.rules.pending import PendingRules
 
     if solver not in SOLVERS:
         raise UsageError(f"unknown solver {solver!r}; choose one of {', '.join(SOLVERS)}")
@@ -203,7 +204,7 @@ def analyze(
 
     _note(progress, "loading rules")
     # with jobs > 1 a forked child loads the rules while this process reads the model
-    pending = _PendingRules(rules, preset, cores() if jobs is None else jobs)
+    pending = PendingRules(rules, preset, cores() if jobs is None else jobs)
 
     def checked_rules() -> RuleSet:
         rule_set = select_rules(pending.result(), enable, disable)
@@ -510,49 +511,6 @@ def fuse(
         outdir=target_dir,
         copy_weights=copy_weights,
     )
-
-
-class _PendingRules:
-    """``load_rule_set(rules, preset)`` begun. With ``jobs`` > 1 a forked child
-    (``graph.forked.Forked``) loads the rule files (YAML, JSON Schema, lint: ~0.45 s CPU
-    for the bundled ones) while this process reads the model, and sends the rule set back
-    pickled (~25 ms both ways); ``seconds`` are the child's wall and CPU seconds. Without
-    a child, or when the child fails in any way (a bad rule file too), the rules load
-    here on ``result``, so their errors are raised as ever."""
-
-    def __init__(self, rules: Sequence[str | Path], preset: str | None, jobs: int) -> None:
-        from ruleengine.graph.forked import Forked, forkable
-
-        self._rules, self._preset = tuple(rules), preset
-        self._child = Forked(_pickled_rules, self._rules, preset) if forkable(jobs) else None
-        self.forked = self._child is not None
-        self.seconds = (0.0, 0.0)
-
-    def result(self) -> RuleSet:
-        import pickle
-
-        from ruleengine.rules import load_rule_set
-
-        child, self._child = self._child, None
-        if child is not None:
-            try:
-                rule_set, self.seconds = pickle.loads(child.result())
-                return rule_set
-            except Exception:  # noqa: BLE001 - any fault of the child: loaded here
-                pass
-        return load_rule_set(self._rules, preset=self._preset)
-
-
-def _pickled_rules(rules: tuple[str | Path, ...], preset: str | None) -> bytes:
-    """The forked child's work: the rule set and the seconds it took, pickled."""
-    import pickle
-
-    from ruleengine.rules import load_rule_set
-
-    wall, cpu = time.perf_counter(), time.process_time()
-    rule_set = load_rule_set(rules, preset=preset)
-    seconds = (time.perf_counter() - wall, time.process_time() - cpu)
-    return pickle.dumps((rule_set, seconds), protocol=pickle.HIGHEST_PROTOCOL)
 
 
 class _Laps:

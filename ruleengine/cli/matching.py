@@ -126,13 +126,22 @@ def match_command(
         from ruleengine.graph.forked import FORK_FROM_NODES, cores
         from ruleengine.match import find_candidates
         from ruleengine.paths import check_input_file
-        from ruleengine.rules import load_rule_set
+        from ruleengine.rules.pending import PendingRules
 
         check_input_file(model, "model")
         chosen = preset.value if preset else (None if rules else "all")
-        rule_set = load_rule_set([str(p) for p in rules], preset=chosen)
         n_jobs = cores() if jobs is None else jobs
-        graph = load_graph(model, _dims(dim), parse_input_shapes(input_shape), jobs=n_jobs)
+        # the rules load in a forked child while the model is read (their errors first)
+        pending = PendingRules([str(p) for p in rules], chosen, n_jobs)
+        rule_set = None if pending.forked else pending.result()
+        try:
+            graph = load_graph(model, _dims(dim), parse_input_shapes(input_shape), jobs=n_jobs)
+        except Exception:
+            if rule_set is None:
+                pending.result()
+            raise
+        if rule_set is None:
+            rule_set = pending.result()
         warn_inputs(graph, rule_set)
         # the Datalog queries of a large graph shared among processes (the same result)
         result = find_candidates(

@@ -1,5 +1,5 @@
-"""The rules loaded by a forked child while the model is read (``pipeline._PendingRules``):
-the same analysis as loading them first, and their errors still come first."""
+"""The rules loaded by a forked child while the model is read (``rules.pending``): the
+same analysis as loading them first, and their errors still come first."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import pytest
 from ruleengine import pipeline
 from ruleengine.errors import AutofusionError, RuleLoadError
 from ruleengine.graph import forked
+from ruleengine.rules import pending
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "mlp_block.onnx"
@@ -65,6 +66,29 @@ def test_a_failed_child_leaves_the_rules_to_this_process(monkeypatch: pytest.Mon
     def broken(rules, preset):  # noqa: ANN001, ANN202
         raise MemoryError("the child could not load them")
 
-    monkeypatch.setattr(pipeline, "_pickled_rules", broken)
+    monkeypatch.setattr(pending, "_pickled_rules", broken)
     got = pipeline.analyze(EXAMPLE, [RULES], jobs=2)
     assert got.rule_set == pipeline.analyze(EXAMPLE, [RULES], jobs=1).rule_set
+
+
+def test_match_command_with_a_rules_child(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from ruleengine.cli import app
+
+    runner = CliRunner()
+    args = ["match", str(EXAMPLE), "--rules", str(RULES), "-f", "json"]
+    one = runner.invoke(app, [*args, "--jobs", "1"])
+    two = runner.invoke(app, [*args, "--jobs", "2"])
+    assert one.exit_code == two.exit_code == 0
+    assert one.stdout == two.stdout and "golden_matmul_bias" in one.stdout
+    bad_rule = tmp_path / "bad.yaml"
+    bad_rule.write_text("name: [unclosed\n")
+    bad_model = tmp_path / "model.onnx"
+    bad_model.write_bytes(b"not a model")
+    outs = [
+        runner.invoke(app, ["match", str(bad_model), "--rules", str(bad_rule), "--jobs", j])
+        for j in ("1", "2")
+    ]
+    assert outs[0].exit_code == outs[1].exit_code == 2
+    assert outs[0].output == outs[1].output
