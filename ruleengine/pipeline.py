@@ -22,7 +22,7 @@ from ruleengine.cost.model import ScoredCandidate, Target
 from ruleengine.diagnostics import codes
 from ruleengine.diagnostics.model import Diagnostic, Location, Severity
 from ruleengine.errors import GraphLoadError, UsageError
-from ruleengine.graph.forked import cores, cpu_seconds
+from ruleengine.graph.forked import FORK_FROM_NODES, cores, cpu_seconds
 from ruleengine.graph.model import Graph, replaced
 from ruleengine.match.model import Candidate, MatchResult
 from ruleengine.resolve.model import Resolution
@@ -242,7 +242,14 @@ def analyze(
     scored = score_candidates(graph, match, rule_set, tgt)
     lap("cost")
     _note(progress, f"resolving conflicts ({solver})")
-    resolution = resolve(graph, scored, solver=solver, time_limit_s=time_limit_s)
+    resolution = resolve(
+        graph,
+        scored,
+        solver=solver,
+        time_limit_s=time_limit_s,
+        # the greedy hint in a forked child beside the components (a large graph only)
+        jobs=(cores() if jobs is None else jobs) if len(graph.nodes) >= FORK_FROM_NODES else 1,
+    )
     lap("resolve")
     return Analysis(
         rule_set,

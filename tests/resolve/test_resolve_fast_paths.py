@@ -261,3 +261,35 @@ def test_resolve_and_plan_on_lazy_records_equal_the_tuple(stack) -> None:
     by_arrays = select_greedy(graph, lazy.view(at))
     assert by_arrays == select_greedy(graph, [s for s in eager if s.viable and s.cost])
     assert len(by_arrays) > 10
+
+
+def test_greedy_hint_from_a_forked_child_gives_the_same_resolution(stack, monkeypatch) -> None:
+    """``resolve(jobs=2)``: the greedy choice made in a forked child (CP-SAT's hint, the
+    floor of a cut-short answer) is the one made here."""
+    from ruleengine.graph import forked
+
+    graph, match, _scored = stack
+    rs = load_rule_set([], preset="all")
+    rs = replace(rs, rules=tuple(r for r in rs.rules if r.name in RULES))
+    target = load_target("ascend910b")
+    one = resolve(graph, score_candidates(graph, match, rs, target))
+    began: list[str] = []
+
+    class Counting(forked.Forked):
+        def __init__(self, fn, *args) -> None:
+            began.append(fn.__name__)
+            super().__init__(fn, *args)
+
+    monkeypatch.setattr(forked, "Forked", Counting)
+    lazy = score_candidates(graph, match, rs, target)
+    two = resolve(graph, lazy, jobs=2)
+    assert began == ["_greedy_bytes"]
+    assert [s.candidate.key for s in two.chosen] == [s.candidate.key for s in one.chosen]
+    assert (two.objective, two.status, two.bound) == (one.objective, one.status, one.bound)
+    assert list(two.lost) == list(one.lost)
+    from ruleengine.resolve import _Greedy
+
+    viable = lazy.view(lazy.viable())
+    here, there = _Greedy(graph, viable), _Greedy(graph, viable, jobs=2)
+    assert there.positions == here.positions and there.chosen == here.chosen
+    assert len(here.chosen) > 10
