@@ -181,7 +181,7 @@ def analyze(
     from ruleengine.graph import load_graph
     from ruleengine.match.parallel import find_candidates_parallel
     from ruleengine.resolve import resolve
-    from ruleengine.rules.pending import PendingRules
+    from ruleengine.rules.pending import PendingRules, rules_jobs
 
     if solver not in SOLVERS:
         raise UsageError(f"unknown solver {solver!r}; choose one of {', '.join(SOLVERS)}")
@@ -204,7 +204,7 @@ def analyze(
 
     _note(progress, "loading rules")
     # with jobs > 1 a forked child loads the rules while this process reads the model
-    pending = PendingRules(rules, preset, cores() if jobs is None else jobs)
+    pending = PendingRules(rules, preset, rules_jobs(model, cores() if jobs is None else jobs))
 
     def checked_rules() -> RuleSet:
         rule_set = select_rules(pending.result(), enable, disable)

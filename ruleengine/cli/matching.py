@@ -126,13 +126,13 @@ def match_command(
         from ruleengine.graph.forked import FORK_FROM_NODES, cores
         from ruleengine.match import find_candidates
         from ruleengine.paths import check_input_file
-        from ruleengine.rules.pending import PendingRules
+        from ruleengine.rules.pending import PendingRules, rules_jobs
 
         check_input_file(model, "model")
         chosen = preset.value if preset else (None if rules else "all")
         n_jobs = cores() if jobs is None else jobs
         # the rules load in a forked child while the model is read (their errors first)
-        pending = PendingRules([str(p) for p in rules], chosen, n_jobs)
+        pending = PendingRules([str(p) for p in rules], chosen, rules_jobs(model, n_jobs))
         rule_set = None if pending.forked else pending.result()
         try:
             graph = load_graph(model, _dims(dim), parse_input_shapes(input_shape), jobs=n_jobs)

@@ -17,6 +17,11 @@ EXAMPLE = ROOT / "examples" / "mlp_block.onnx"
 RULES = ROOT / "tests" / "golden" / "fuse" / "rules"
 
 
+@pytest.fixture(autouse=True)
+def _any_size(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(pending, "FORK_FROM_BYTES", 0)  # the small example forks too
+
+
 def _forks(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     names: list[str] = []
 
@@ -92,3 +97,11 @@ def test_match_command_with_a_rules_child(tmp_path: Path) -> None:
     ]
     assert outs[0].exit_code == outs[1].exit_code == 2
     assert outs[0].output == outs[1].output
+
+
+def test_small_models_load_their_rules_here(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(pending, "FORK_FROM_BYTES", 4 << 20)
+    names = _forks(monkeypatch)
+    pipeline.analyze(EXAMPLE, [RULES], jobs=2)
+    assert "_pickled_rules" not in names
+    assert pending.rules_jobs(EXAMPLE, 2) == 1 and pending.rules_jobs("no/such.onnx", 2) == 1
