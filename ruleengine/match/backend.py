@@ -35,6 +35,12 @@ try:  # pyDatalog's compiled engine: asserting through it skips the parser (~9x 
 except ImportError:  # pragma: no cover
     _FAST = False
 
+# At most this many processes share one Datalog run: each forked child costs the parent
+# ~10 ms (a fork of a ~400 MB process at 2048 layers, measured 8-13 ms), one after the
+# other, so on 64 cores splitting the window's ~1.5 s of queries 64 ways would spend
+# ~0.6 s forking; ~sqrt(1.5 s / 10 ms) ~ 8-12 shares is where the two balance.
+MAX_SHARES = 8
+
 _LOCK = threading.Lock()  # pyDatalog's per-thread state is not re-entrant within a thread
 
 
@@ -85,6 +91,7 @@ def run_staged(
             _assert_all(derived)
         if timings is not None and stages:
             timings["(shared cores and forms)"] = time.perf_counter() - t0
+        jobs = min(jobs, MAX_SHARES)
         shares = _deal(program, queries, jobs) if jobs > 1 else None
         if shares is None:
             if program.strip():

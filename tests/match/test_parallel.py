@@ -120,6 +120,10 @@ def test_datalog_clauses_shared_among_processes_give_the_same_answers(
         assert list(got) == list(timings) == ["q", "r", "s"]
     # 5 clauses dealt out: shares of 2 and 3 processes, 5 of 8 (the others get none)
     assert len(shares) == 1 + 2 + 4
+    del shares[:]
+    monkeypatch.setattr(backend, "MAX_SHARES", 2)
+    assert backend.run(facts, program, queries, jobs=8) == one
+    assert len(shares) == 1  # no more than MAX_SHARES processes
 
 
 def test_clauses_are_dealt_in_turn_and_called_heads_stay_whole() -> None:
