@@ -642,6 +642,52 @@ def test_rmsnorm_divided_then_weighted_binds_the_weight(tmp_path):
     assert group.contract.verified == "per group" and result.plan.verification.ok
 
 
+FFN_TAIL = """
+    gt = MatMul(r, wg)
+    sg = Sigmoid(gt)
+    sl = Mul(gt, sg)
+    up = MatMul(r, wu)
+    a = Mul(sl, up)
+    dn = MatMul(a, wd)
+    y = Add(s, dn)"""
+ONE_OVER = "one = Constant <value = float {1.0}> ()\n    inv = Div(one, sd)"
+# each spelling of RMSNorm the rmsnorm composite knows (ops/composites.yaml), with and
+# without the exporters' Casts, between the residual Add and the SwiGLU feed-forward
+RMS_FFN_SPELLINGS = {
+    "reciprocal": RMS,
+    "one_over": RMS.replace("inv = Reciprocal(sd)", ONE_OVER),
+    "divide": RMS.replace("inv = Reciprocal(sd)\n    n = Mul(s, inv)", "n = Div(s, sd)"),
+    "reciprocal_cast": RMS.replace("y = Mul(n, g)", "nc = Cast <to = 1> (n)\n    y = Mul(nc, g)"),
+    "one_over_cast": RMS.replace("inv = Reciprocal(sd)", ONE_OVER).replace(
+        "y = Mul(n, g)", "nc = Cast <to = 1> (n)\n    y = Mul(nc, g)"
+    ),
+}
+
+
+@pytest.mark.parametrize("outer_cast", [False, True], ids=["", "outer_cast"])
+@pytest.mark.parametrize("spelling", sorted(RMS_FFN_SPELLINGS))
+def test_rmsnorm_ffn_binds_every_rmsnorm_spelling(spelling, outer_cast, tmp_path):
+    """The rule matches RMSNorm in every spelling the composite knows: each must fit a
+    form of the kernel (not an unbound group, AF406) and compute what it replaces."""
+    add = "s0 = Add(p, q)\n    s = Cast <to = 1> (s0)" if outer_cast else "s = Add(p, q)"
+    body = add + RMS_FFN_SPELLINGS[spelling].replace("y = Mul(", "r = Mul(") + FFN_TAIL
+    before = {"RmsNormFFN": (BEFORE["RmsNormFFN"][0], "float[2,6,32]", body)}
+    path = _model("RmsNormFFN", tmp_path, before)
+    result = fuse(path, enable=_rules_for("RmsNormFFN"), verify=True, verify_mode="per-group")
+    (group,) = result.plan.groups
+    assert group.contract.status == "bound", group.contract.reason
+    cast = outer_cast or spelling.endswith("_cast")
+    assert group.contract.form == ("rmsnorm_swiglu_fp32" if cast else "rmsnorm_swiglu")
+    ports = dict(group.contract.ports)
+    assert (ports["scale"], ports["W_gate"], ports["W_up"], ports["W_down"]) == (
+        "g",
+        "wg",
+        "wu",
+        "wd",
+    )
+    assert group.contract.verified == "per group" and result.plan.verification.ok
+
+
 BSND = "float[1,6,4,8] q, float[1,6,4,8] k, float[1,6,4,8] v, float[1,1,6,6] mask"
 SOFTMAX_PV = (
     "p = Softmax <axis = -1> (m)\n    o = MatMul(PIN, vt)\n    y = Transpose <perm = [0,2,1,3]> (o)"
