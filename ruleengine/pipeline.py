@@ -383,7 +383,7 @@ def fuse(
         from ruleengine.verification import choose_mode
 
         choice = choose_mode(graph, found, verify_mode, str(path))
-    from ruleengine.verification import mark_verified, unbound_warning
+    from ruleengine.verification import mark_verified, unbound_warnings
 
     groups = build_groups(graph, analysis.resolution.chosen, analysis.rule_set)
     # without verification no group is dropped: the DOT graph of these groups (what it
@@ -392,7 +392,7 @@ def fuse(
     groups, calls = bind_groups(graph, groups, analysis.rule_set, catalog.result())
     unbound = {g.id for g in groups if g.contract is not None and g.contract.status == "unbound"}
     if not do_verify:
-        warnings += tuple(unbound_warning(g, path) for g in groups if g.id in unbound)
+        warnings += unbound_warnings([g for g in groups if g.id in unbound], path)
     _note(progress, f"rewriting {len(groups)} groups")
 
     def build(subset: Sequence[FusedGroup]) -> onnx.ModelProto:

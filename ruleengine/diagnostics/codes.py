@@ -538,7 +538,9 @@ _CODES: tuple[CodeInfo, ...] = (
         "binds nothing).",
         "The group is written with its original subgraph as the body and counts as a "
         "verification failure: --verify fails, --safe drops it. Without verification it "
-        "is a warning and plan.json records the reason.",
+        "is a warning (one per rule, kernel and reason, naming how many groups and the "
+        "first ids: a layer repeated 4,096 times is one line) and plan.json records the "
+        "reason of each group.",
         "",
         "a rule matching MatMul+GELU that names MatMulBiasRelu, fused with --verify",
         command="fuse",

@@ -197,16 +197,34 @@ def verify_fused(
     return replace(outcome, verification=v)
 
 
-def unbound_warning(g: FusedGroup, path: Path) -> Diagnostic:
-    """AF406 when nothing verifies: a group that does not fit its kernel's contract."""
-    return Diagnostic(
-        "AF406",
-        "contract-unbound",
-        Severity.WARNING,
-        f"group {g.id} ({g.rule}) does not fit kernel {g.target_op}: {g.contract.reason}",
-        Location(str(path)),
-        "fuse with --safe to drop it, or fix the rule's target_op or the catalog entry",
-    )
+_LISTED = 5  # group ids named in one AF406 warning
+
+
+def unbound_warnings(groups: Sequence[FusedGroup], path: Path) -> tuple[Diagnostic, ...]:
+    """AF406 when nothing verifies: groups that do not fit their kernel's contract. One
+    warning per rule, kernel and reason: a repeated layer's 4,096 groups are one line."""
+    by_cause: dict[tuple[str, str, str], list[FusedGroup]] = {}
+    for g in groups:
+        by_cause.setdefault((g.rule, g.target_op, g.contract.reason or ""), []).append(g)
+    out = []
+    for (rule, kernel, reason), same in by_cause.items():
+        ids = [str(g.id) for g in same[:_LISTED]]
+        more = f" and {len(same) - _LISTED} more" if len(same) > _LISTED else ""
+        which = (
+            f"group {ids[0]}" if len(same) == 1 else f"{len(same)} groups ({', '.join(ids)}{more})"
+        )
+        out.append(
+            Diagnostic(
+                "AF406",
+                "contract-unbound",
+                Severity.WARNING,
+                f"{which} of rule {rule} do{'es' if len(same) == 1 else ''} not fit kernel "
+                f"{kernel}: {reason}",
+                Location(str(path)),
+                "fuse with --safe to drop them, or fix the rule's target_op or the catalog entry",
+            )
+        )
+    return tuple(out)
 
 
 def mark_verified(groups: Sequence[FusedGroup], v: Verification | None) -> tuple[FusedGroup, ...]:

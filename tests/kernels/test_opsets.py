@@ -152,3 +152,50 @@ def test_a_call_asking_for_an_attribute_the_opset_lacks_does_not_fit():
     assert problems and "MaxPool dilations" in problems[0] and "opset 9" in problems[0]
     same, problems = at_opset(form, 10, {"pool_dilations": [2, 2]})
     assert problems == [] and same is form
+
+
+def _three_stems(tmp: Path) -> Path:
+    """Three Conv + Relu + MaxPool blocks in a row at opset 9."""
+    rng = np.random.default_rng(0)
+    nodes, inits, x = [], [], "x"
+    for i in range(3):
+        inits += [
+            onnx.numpy_helper.from_array(
+                rng.standard_normal((4, 4, 3, 3)).astype(np.float32), f"w{i}"
+            ),
+            onnx.numpy_helper.from_array(rng.standard_normal(4).astype(np.float32), f"b{i}"),
+        ]
+        nodes += [
+            helper.make_node(
+                "Conv", [x, f"w{i}", f"b{i}"], [f"c{i}"], kernel_shape=[3, 3], pads=[1, 1, 1, 1]
+            ),
+            helper.make_node("Relu", [f"c{i}"], [f"r{i}"]),
+            helper.make_node("MaxPool", [f"r{i}"], [f"p{i}"], kernel_shape=[2, 2], strides=[2, 2]),
+        ]
+        x = f"p{i}"
+    graph = helper.make_graph(
+        nodes,
+        "stems",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 16, 16])],
+        [helper.make_tensor_value_info(x, TensorProto.FLOAT, [1, 4, 2, 2])],
+        inits,
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 9)])
+    model.ir_version = 4
+    path = tmp / "stems9.onnx"
+    onnx.save(model, str(path))
+    return path
+
+
+def test_groups_unbound_for_one_cause_are_one_warning(tmp_path):
+    """Without --verify each unbound group is fused as it is and warned about (AF406); the
+    warnings are grouped by rule, kernel and reason, so a model repeating the structure in
+    every layer gets one line naming the count, not one line per layer."""
+    folder = tmp_path / "kernels"
+    folder.mkdir()
+    (folder / "ConvReluMaxPool.yaml").write_text(LITERAL)
+    result = fuse(_three_stems(tmp_path), enable=["conv_relu_maxpool"], kernels=[folder])
+    assert [g.contract.status for g in result.groups] == ["unbound"] * 3
+    (warning,) = [w for w in result.warnings if w.code == "AF406"]
+    assert warning.message.startswith("3 groups (1, 2, 3) of rule conv_relu_maxpool do not fit")
+    assert "needs opset 10, the model has 9" in warning.message
