@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import math
+import os
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -709,11 +710,28 @@ def write_outputs(result: FuseResult, outdir: str | Path) -> tuple[Path, ...]:
         # one file, no external data: its bytes are the model onnx.checker passed in
         # memory (``fuse``), nothing more to resolve from its path
         return written
-    if all(p.how in ("inside", "copy") for p in placements):
+    if all(p.how in ("inside", "copy") for p in placements) and not _hard_linked(
+        outdir, placements
+    ):
         # onnx.checker refuses hard-linked data (a "hardlink attack" to onnx >= 1.18) and
         # data outside the folder; onnxruntime loads hard links.
         _check_on_path(Path(outdir) / result.fused_name)
     return written
+
+
+def _hard_linked(outdir: str | Path, placements: Sequence[Placement]) -> bool:
+    """Whether a weights file the fused model references from ``outdir`` has more than one
+    name: a link an earlier run made (placed ``inside`` when fusing into the same folder
+    again) or one the user made. onnx.checker refuses those on the path as it refuses a
+    link made now; the graph was checked in memory all the same."""
+    root = Path(outdir)
+    for p in placements:
+        try:
+            if os.stat(root / p.new_location).st_nlink > 1:
+                return True
+        except OSError:  # absent: the path check says so
+            continue
+    return False
 
 
 def _check_on_path(model: Path) -> None:

@@ -236,3 +236,29 @@ def test_checkable_inputs_equal_make_tensor_value_info():
     assert list(c.graph.input) == want
     assert not c.graph.initializer
     assert len(m.graph.initializer) == len(specs)  # the model itself is not changed
+
+
+def test_fusing_again_into_the_same_folder_keeps_the_linked_weights(tmp_path):
+    # the second run finds the first run's hard link in OUTDIR (placed "inside"); the
+    # checker on the path refuses hard links, as it would have on the first run
+    src = _model_dir(tmp_path)
+    out = tmp_path / "out"
+    args = (str(src / "m.onnx"), "-r", str(tmp_path / "rules.yaml"), "-o", str(out))
+    assert _run(*args).exit_code == 0
+    first = (out / "m.fused.onnx").read_bytes()
+    res = _run(*args)
+    assert res.exit_code == 0, res.output
+    assert (out / "m.fused.onnx").read_bytes() == first
+    assert os.path.samefile(out / "m.onnx.data", src / "m.onnx.data")
+    feeds = {"x": np.random.default_rng(1).standard_normal((8, 64)).astype(np.float32)}
+    got = run_model(out / "m.fused.onnx", feeds)
+    want = run_model(src / "m.onnx", feeds)
+    np.testing.assert_allclose(got["y1"], want["y1"], rtol=1e-5, atol=1e-5)
+
+
+def test_weights_hard_linked_by_the_user_inside_outdir(tmp_path):
+    src = _model_dir(tmp_path)
+    os.link(src / "m.onnx.data", tmp_path / "backup.data")  # the user's own second name
+    res = _run(str(src / "m.onnx"), "-r", str(tmp_path / "rules.yaml"), "-o", str(src))
+    assert res.exit_code == 0, res.output
+    assert _locations(src / "m.fused.onnx") == {"m.onnx.data"}
