@@ -123,6 +123,12 @@ def suggest(
                 rose = True
         if not rose:
             break
+    if max_rules is None and drafts and any(m.after + REDRAFT_GAP < m.reach for m in report):
+        twin = _twin_round(
+            models, baseline, drafts, report, rules, preset, target, dims, min_bytes, note
+        )
+        if twin is not None:
+            baseline, drafts, dropped, report, graphs = twin
     drafts, report = _spelled_checks(models, report, drafts, rules, preset, target, dims, note)
     return Suggestion(tuple(drafts), tuple(dropped), report, target)
 
@@ -298,6 +304,76 @@ def _bridges(name: str, before, after, drafts, note) -> list[DraftRule]:  # noqa
     return [_with_kernel(d, graphs) for d in tested]
 
 
+def _twin_round(  # noqa: ANN001, PLR0913
+    models, baseline, drafts, report, rules, preset, target, dims, min_bytes, note
+) -> tuple | None:
+    """Draft again from the rules given, each drafting partition judged with every *twin*
+    of its groups offered (``twins``: node sets no rule can tell apart, which a rule
+    drafted from one matches too) and the most captured partition that stays picked so
+    (``twins.structural_partition``) one more option. Where the rules drafted first reach
+    less than their drafting simulated (``after`` < ``reach``), the selection has tiled the
+    model with their groups' other occurrences, shifted (regnety: by a block in a stage);
+    a partition stable under its twins is not displaced that way. Kept where the coverage
+    summed over the models rises; then the first round's drafts that lower no model's
+    coverage beside the new ones are carried over (they may carry to other exports).
+    The new state (baseline, drafts, dropped, report, graphs), else None."""
+    note("drafting again, each partition judged with the twins of its groups offered")
+    again, more, dropped, graphs = _draft(
+        models, rules, preset, target, dims, min_bytes, None, note, twins=True
+    )
+    if not more:
+        return None
+    more, pruned, trial = _measure_after(again, more, rules, preset, target, dims, note, graphs)
+    if sum(m.after for m in trial) <= sum(m.after for m in report) + 1e-9:
+        return None
+    names, texts = {d.name for d in more}, {d.text for d in more}
+    extra = [d for d in drafts if d.name not in names and d.text not in texts]
+    carried = _carry(again, more, extra, trial, rules, preset, target, dims, note) if extra else []
+    left = [
+        (d.name, "not carried over: it lowers coverage beside the drafts for twins")
+        for d in extra
+        if d not in carried
+    ]
+    if carried:
+        more, pruned2, trial = _measure_after(
+            again, [*more, *carried], rules, preset, target, dims, note, graphs
+        )
+        pruned += pruned2
+    return again, more, [*dropped, *pruned, *left], trial, graphs
+
+
+def _carry(baseline, drafts, extra, report, rules, preset, target, dims, note) -> list[DraftRule]:  # noqa: ANN001, PLR0913
+    """The drafts of ``extra`` that, added one at a time (in rank order) beside
+    ``drafts``, lower no model's coverage (the selection stage run over the scored
+    candidates, as ``_prune`` runs it)."""
+    from ruleengine import coverage
+    from ruleengine.cost.scoring import _reduce_duplicates
+    from ruleengine.resolve import resolve
+
+    analyses = _analyses(baseline, drafts, rules, preset, target, dims, note)
+    edges = [coverage.fusable_edges(a.graph) for a in analyses]
+    scored = [list(a.scored) for a in analyses]
+    now = [m.after for m in report]
+    out = []
+    for d in extra:
+        note(f"carrying over {d.name}?")
+        more = [_scored_rule(d.name, d.text, a) for a in analyses]
+        trial_scored = [
+            sorted(_reduce_duplicates([*s, *m]), key=lambda sc: sc.candidate.key)
+            for s, m in zip(scored, more, strict=True)
+        ]
+        trial = [
+            coverage.measure(
+                a.graph, [sc.candidate.nodes for sc in resolve(a.graph, ts).chosen], e
+            ).coverage
+            for a, ts, e in zip(analyses, trial_scored, edges, strict=True)
+        ]
+        if all(t + 1e-9 >= n for t, n in zip(trial, now, strict=True)):
+            out.append(d)
+            scored, now = trial_scored, trial
+    return out
+
+
 def _redraft(  # noqa: ANN001, PLR0913
     model, name, baseline, drafts, report, rules, preset, target, dims, min_bytes, note, graphs
 ) -> tuple | None:
@@ -334,6 +410,7 @@ def _draft(  # noqa: PLR0913
     max_rules: int | None,
     note: Progress,
     names: Sequence[str] | None = None,
+    twins: bool = False,
 ) -> tuple[list, list[DraftRule], list[tuple[str, str]], dict]:
     """Per model the figures before (``baseline``); the drafted rules with their tests
     and kernel entries; the clusters without a rule and why; the graphs by model name."""
@@ -370,6 +447,7 @@ def _draft(  # noqa: PLR0913
             edges,
             rivals=rivals,
             net_floor=sum(sc.cost.net_bytes for sc in chosen if sc.cost is not None),
+            twins=twins,
         )
         regions, compact = search.regions, search.compact
         composites = composite_instances(graph) if regions else ()

@@ -62,6 +62,7 @@ def search_regions(
     rivals: Sequence[tuple[frozenset[str], int]] = (),
     net_floor: int | None = None,
     compact_ops: Sequence[int] = COMPACT_OPS,
+    twins: bool = False,
 ) -> RegionSearch:
     """The regions to draft rules for, and the ceiling.
 
@@ -110,9 +111,22 @@ def search_regions(
     wider = [by_nodes[k.nodes] for k in pool.kernels]
     wider += [k for k in rival_kernels if k.nodes not in {w.nodes for w in wider}]
 
+    twin_of: dict[frozenset[str], str] = {}
+    by_twin: dict[str, list[Kernel]] = {}
+    if twins:
+        from ruleengine.suggest.twins import twin_classes
+
+        twin_of = twin_classes(graph, wider)
+        for k in wider:
+            by_twin.setdefault(twin_of[k.nodes], []).append(k)
+
     def selected(p: Partition, compact: Sequence[Kernel] = compact_kernels) -> int:
         offered = {k.nodes: k for k in (*rival_kernels, *compact, *p.kernels)}
         offered = {nodes: by_nodes.get(nodes, k) for nodes, k in offered.items()}
+        if twins:  # a rule offers every twin of the group it is drafted from
+            for k in (*compact, *p.kernels):
+                for t in by_twin.get(twin_of.get(k.nodes, ""), ()):
+                    offered.setdefault(t.nodes, t)
         picked = best_partition(
             graph,
             sorted(offered.values(), key=lambda k: sorted(k.nodes)),
@@ -139,6 +153,14 @@ def search_regions(
         for m in MIX
     ]
     options += [ceiling, selectable]
+    if twins:
+        from ruleengine.suggest.twins import structural_partition
+
+        stable, _ = structural_partition(
+            graph, wider, as_offered, floor, pool.complete, [k.nodes for k in now.kernels]
+        )
+        if stable.kernels:
+            options.append(stable)
 
     # each option with every compact group offered too, with those apart from its own
     # new groups (disjoint or equal), and with none: a compact group can split a drafting

@@ -1,0 +1,80 @@
+"""Twins: node sets no rule can tell apart, and drafting partitions their rules keep.
+
+A chain of 11 Relu ops: every interval inside the chain (not touching its ends) reads a
+Relu's output and is read by a Relu, so a rule drafted from one matches every interval
+of its length there. Pool: intervals of 3 (captured 16, net 13) and interior intervals
+of 2 (captured 10, net 14). The most captured partition, 3 + 2 + 3 + 3 (58), is what the
+selection keeps when only its own groups are offered, so it is the ceiling; but a rule
+for its pair offers every interior pair, and the net-bytes selection then tiles the
+chain with pairs (55 net against 53) capturing 46. The partition stable under its twins,
+three intervals of 3 (48), is what drafting should take.
+"""
+
+from __future__ import annotations
+
+from ruleengine.graph import load_graph
+from ruleengine.suggest.partition import Kernel, best_partition
+from ruleengine.suggest.regions import selectable_partition
+from ruleengine.suggest.twins import structural_partition, twin_classes, twin_key
+
+from .graphs import save
+
+N = 11
+
+
+def _chain(tmp_path, ops=None):
+    ops = ops or ["Relu"] * N
+    lines, x = [], "x"
+    for i, op in enumerate(ops):
+        lines.append(f"  [r{i}] t{i} = {op} ({x})")
+        x = f"t{i}"
+    text = (
+        '<ir_version: 8, opset_import: ["" : 17]>\n'
+        f"g (float[64,256] x) => (float[64,256] {x})\n{{\n" + "\n".join(lines) + "\n}\n"
+    )
+    return load_graph(save(text, tmp_path / "chain.onnx"))
+
+
+def _pool() -> list[Kernel]:
+    out = []
+    for i in range(N - 2):
+        out.append(Kernel(frozenset(f"r{j}" for j in range(i, i + 3)), 16, 0, 13, 3))
+    for i in range(1, N - 2):
+        out.append(Kernel(frozenset({f"r{i}", f"r{i + 1}"}), 10, 0, 14, 2))
+    return out
+
+
+def test_twins_are_the_occurrences_no_rule_tells_apart(tmp_path):
+    graph = _chain(tmp_path)
+    inner = {twin_key(graph, frozenset({f"r{i}", f"r{i + 1}"})) for i in range(1, N - 2)}
+    assert len(inner) == 1  # every interior pair: one twin class
+    # the ends differ: one reads the graph input, the other writes the graph output
+    assert twin_key(graph, frozenset({"r0", "r1"})) not in inner
+    assert twin_key(graph, frozenset({f"r{N - 2}", f"r{N - 1}"})) not in inner
+    # an op, or an attribute, that differs makes another class
+    other = _chain(tmp_path, ["Relu"] * 5 + ["Sigmoid"] + ["Relu"] * 5)
+    assert twin_key(other, frozenset({"r4", "r5"})) != twin_key(other, frozenset({"r2", "r3"}))
+    assert twin_key(other, frozenset({"r2", "r3"})) == twin_key(graph, frozenset({"r2", "r3"}))
+
+
+def test_the_drafting_partition_stable_under_its_twins(tmp_path):
+    graph = _chain(tmp_path)
+    pool = _pool()
+    empty = best_partition(graph, [], value=lambda k: k.net_bytes)
+    # the ceiling offering exactly one partition's groups: 3 + 2 + 3 + 3 ops, 58 captured
+    ceiling = selectable_partition(graph, pool, [], empty, 0, True)
+    assert ceiling.captured == 58
+    # its rules offer every twin of its groups: the selection tiles the chain with pairs
+    keys = twin_classes(graph, pool)
+    offered = {t.nodes: t for k in ceiling.kernels for t in pool if keys[t.nodes] == keys[k.nodes]}
+    shifted = best_partition(graph, list(offered.values()), value=lambda k: k.net_bytes)
+    assert shifted.captured < 50
+    assert sum(k.net_bytes for k in shifted.kernels) > sum(k.net_bytes for k in ceiling.kernels)
+    # the partition its twins do not displace: three intervals of 3
+    stable, kept = structural_partition(graph, pool, [], 0, True)
+    assert kept
+    assert stable.captured == 48
+    assert all(len(k.nodes) == 3 for k in stable.kernels)
+    offered = {t.nodes: t for k in stable.kernels for t in pool if keys[t.nodes] == keys[k.nodes]}
+    again = best_partition(graph, list(offered.values()), value=lambda k: k.net_bytes)
+    assert again.captured == 48
