@@ -23,7 +23,7 @@ from ruleengine.cost.model import ScoredCandidate, Target
 from ruleengine.diagnostics import codes
 from ruleengine.diagnostics.model import Diagnostic, Location, Severity
 from ruleengine.errors import GraphLoadError, UsageError
-from ruleengine.graph.forked import FORK_FROM_NODES, cores, cpu_seconds
+from ruleengine.graph.forked import FORK_FROM_NODES, cores, cpu_seconds, tally
 from ruleengine.graph.model import Graph, replaced
 from ruleengine.match.model import Candidate, MatchResult
 from ruleengine.resolve.model import Resolution
@@ -232,8 +232,11 @@ def analyze(
             checked_rules()  # a rule's error comes first, as when they load first
         raise
     if rule_set is None:
-        rule_set = checked_rules()
-        laps.beside("rules", *pending.seconds)
+        # the rules' and the catalog's children are reaped here, in the graph's lap: the
+        # whole CPU of each (fork, pickling and exit included) goes back to the rules
+        with tally() as reaped:
+            rule_set = checked_rules()
+        laps.beside("rules", pending.seconds[0], reaped.cpu)
     lap("graph")
     _note(progress, f"matching {len(rule_set.rules)} rules on {len(graph.nodes)} nodes")
     match = find_candidates_parallel(graph, rule_set, cores() if jobs is None else jobs)

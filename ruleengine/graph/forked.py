@@ -24,7 +24,8 @@ import sys
 import threading
 import time
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 # Below this many nodes a fork and the result's transfer cost more than the work they
@@ -49,6 +50,30 @@ def cpu_seconds() -> float:
 
     children = resource.getrusage(resource.RUSAGE_CHILDREN)
     return time.process_time() + children.ru_utime + children.ru_stime
+
+
+class Tally:
+    """CPU seconds (user + system, from ``os.wait4``) of the forked children reaped while
+    it is open (``tally``): the whole child, its fork, pickling and exit included."""
+
+    def __init__(self) -> None:
+        self.cpu = 0.0
+
+
+_TALLIES: list[Tally] = []
+
+
+@contextmanager
+def tally() -> Iterator[Tally]:
+    """Count the CPU of every child reaped inside the block: the work of a stage done by
+    children that another stage reaps (the rules' and the catalog's, finished after the
+    model is read) is moved back to its own stage with it (``pipeline._Laps.beside``)."""
+    counted = Tally()
+    _TALLIES.append(counted)
+    try:
+        yield counted
+    finally:
+        _TALLIES.remove(counted)
 
 
 def forkable(jobs: int) -> bool:
@@ -174,6 +199,9 @@ def _reap(pid: int, fd: int, kill: bool) -> int:
         except ProcessLookupError:
             pass
     try:
-        return os.waitpid(pid, 0)[1]
+        _, status, usage = os.wait4(pid, 0)
     except ChildProcessError:
         return -1
+    for counted in _TALLIES:
+        counted.cpu += usage.ru_utime + usage.ru_stime
+    return status
