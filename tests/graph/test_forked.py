@@ -122,3 +122,24 @@ def test_a_failed_forked_inference_warns_as_in_process(tmp_path, monkeypatch):
     beside = load_graph(path, jobs=2)
     assert [w.message for w in alone.warnings] == [w.message for w in beside.warnings]
     assert "InferenceError: [ShapeInferenceError] made up" in alone.warnings[0].message
+
+
+def _spin(seconds: float) -> bytes:
+    end = time.process_time() + seconds
+    while time.process_time() < end:
+        pass
+    return b""
+
+
+def test_tally_counts_the_whole_cpu_of_children_reaped_inside():
+    with forked.tally() as outer:
+        with forked.tally() as inner:
+            Forked(_spin, 0.05).result()
+        assert inner.cpu >= 0.04  # the child's own CPU, from os.wait4
+        after = inner.cpu
+        Forked(_spin, 0.0).result()  # reaped after the inner block: not its
+    assert inner.cpu == after
+    assert outer.cpu >= inner.cpu
+    with forked.tally() as none:
+        pass
+    assert none.cpu == 0.0

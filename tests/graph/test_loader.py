@@ -252,3 +252,18 @@ def test_a_one_shot_process_freezes_what_a_paused_block_allocated(
         assert gc.isenabled() and gc.get_freeze_count() >= frozen + 1000
     finally:
         gc.unfreeze()
+
+
+def test_tensors_are_every_defined_name_once_sorted_by_name() -> None:
+    """Graph inputs, initializers (one record for a repeated name) and node outputs,
+    whatever order the file gives them in; nothing a node only reads from outside."""
+    w = numpy_helper.from_array(np.ones((2, 2), np.float32), "w")
+    a = helper.make_node("MatMul", ["x", "w"], ["z_mm"], name="mm")
+    b = helper.make_node("Relu", ["z_mm"], ["b_out"], name="relu")
+    m = _model([a, b], {"x": [2, 2]}, {"b_out": [2, 2]}, inits=[w, w])
+    g = graph_from_model(m)
+    assert list(g.tensors) == ["b_out", "w", "x", "z_mm"]
+    assert all(name == t.name for name, t in g.tensors.items())
+    assert g.tensors["w"].is_initializer and g.tensors["x"].is_graph_input
+    assert g.tensors["z_mm"].producer == "mm" and g.tensors["z_mm"].consumers == (("relu", 0),)
+    assert g.tensors["b_out"].is_graph_output

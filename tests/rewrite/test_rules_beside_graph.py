@@ -3,6 +3,8 @@ same analysis as loading them first, and their errors still come first."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -105,3 +107,22 @@ def test_small_models_load_their_rules_here(monkeypatch: pytest.MonkeyPatch) -> 
     pipeline.analyze(EXAMPLE, [RULES], jobs=2)
     assert "_pickled_rules" not in names
     assert pending.rules_jobs(EXAMPLE, 2) == 1 and pending.rules_jobs("no/such.onnx", 2) == 1
+
+
+def test_the_rules_childs_cpu_counts_in_rules(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The rules' child is reaped once the model is read, in the graph's lap: its whole
+    CPU (and the catalog's, reaped with it) is moved to the rules' stage."""
+    tallies: list[forked.Tally] = []
+    real = pipeline.tally
+
+    @contextmanager
+    def recorded() -> Iterator[forked.Tally]:
+        with real() as counted:
+            tallies.append(counted)
+            yield counted
+
+    monkeypatch.setattr(pipeline, "tally", recorded)
+    got = pipeline.analyze(EXAMPLE, [RULES], jobs=2)
+    assert len(tallies) == 1 and tallies[0].cpu > 0
+    cpu = dict(got.cpu_timings)
+    assert cpu["rules"] >= tallies[0].cpu
