@@ -54,10 +54,12 @@ def cpu_seconds() -> float:
 
 class Tally:
     """CPU seconds (user + system, from ``os.wait4``) of the forked children reaped while
-    it is open (``tally``): the whole child, its fork, pickling and exit included."""
+    it is open (``tally``): the whole child, its fork, pickling and exit included; and the
+    wall seconds ``result`` waited for them (and read their bytes)."""
 
     def __init__(self) -> None:
         self.cpu = 0.0
+        self.wait = 0.0
 
 
 _TALLIES: list[Tally] = []
@@ -96,6 +98,7 @@ class Forked:
 
     def result(self) -> bytes:
         """The call's bytes; raises what the call raised (same type and message)."""
+        began = time.perf_counter()
         head = b""
         while len(head) < _HEADER.size:  # the header first: the payload is joined once
             chunk = os.read(self._fd, _HEADER.size - len(head))
@@ -109,6 +112,9 @@ class Forked:
                 break
             chunks.append(chunk)
         self._finalizer.detach()
+        waited = time.perf_counter() - began
+        for counted in _TALLIES:
+            counted.wait += waited
         status = _reap(self._pid, self._fd, False)
         if len(head) < _HEADER.size:
             raise ChildProcessError(f"the forked worker ended without a result (status {status})")

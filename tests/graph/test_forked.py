@@ -136,6 +136,7 @@ def test_tally_counts_the_whole_cpu_of_children_reaped_inside():
         with forked.tally() as inner:
             Forked(_spin, 0.05).result()
         assert inner.cpu >= 0.04  # the child's own CPU, from os.wait4
+        assert inner.wait >= 0.04  # result() waited for the child to finish
         after = inner.cpu
         Forked(_spin, 0.0).result()  # reaped after the inner block: not its
     assert inner.cpu == after
