@@ -336,7 +336,7 @@ def parse_function(text: str) -> Any:
     return fn
 
 
-def check_model(model: Any, full_check: bool = False) -> None:
+def check_model(model: Any, full_check: bool = False, at_once: bool = False) -> None:
     """``onnx.checker.check_model(model, full_check)`` of an in-memory model (a
     ModelProto or its bytes); raises onnx's own errors.
 
@@ -345,13 +345,22 @@ def check_model(model: Any, full_check: bool = False) -> None:
     and the default schema registry, as ``checker::check_model`` calls it). In one call
     the C++ holds the parsed model and a copy of it for the inference (2048 layers: +85
     MiB); in two, one parse at a time (+68 MiB). Same checks in the same order, same
-    errors (tests/graph/test_onnxlite.py)."""
+    errors (tests/graph/test_onnxlite.py).
+
+    ``at_once`` makes the one call, as onnx does: the inference then runs on the parsed
+    model, without parsing the bytes again nor serializing its result back to Python
+    (which the two calls do, and drop). Fused 2048-layer initializers stack, a fresh
+    process: 0.66 s CPU against 0.76 s (first call; 512 layers 0.165 against 0.18), the
+    same peak (+144 MiB). The forked check uses it: its memory is its own."""
     data = model if isinstance(model, bytes) else model.SerializeToString()
     if len(data) > 2**31:  # onnx.checker.MAXIMUM_PROTOBUF
         raise ValueError(
             "This protobuf of onnx model is too large (>2GiB). Call check_model with model "
             "path instead."
         )
+    if at_once:
+        _C.checker.check_model(data, full_check, False, False)
+        return
     _C.checker.check_model(data, False, False, False)
     if full_check:  # check_type, strict mode, no data propagation; the result is dropped
         _C.shape_inference.infer_shapes(data, True, True, False)

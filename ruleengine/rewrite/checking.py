@@ -31,7 +31,8 @@ def _check(fused: onnx.ModelProto) -> bytes:
     from ruleengine.rewrite.emit import INLINE_LIMIT_BYTES
 
     wall, cpu = time.perf_counter(), time.process_time()
-    onnxlite.check_model(weights.checkable(fused, INLINE_LIMIT_BYTES), full_check=True)
+    checked = weights.checkable(fused, INLINE_LIMIT_BYTES)
+    onnxlite.check_model(checked, full_check=True, at_once=True)
     return _TIMES.pack(time.perf_counter() - wall, time.process_time() - cpu)
 
 
