@@ -46,6 +46,15 @@ RMS = """
     inv = Reciprocal(sd)
     n = Mul(s, inv)
     y = Mul(n, g)"""
+# the SwiGLU feed-forward after an RMSNorm whose weighted output is r
+FFN_TAIL = """
+    gt = MatMul(r, wg)
+    sg = Sigmoid(gt)
+    sl = Mul(gt, sg)
+    up = MatMul(r, wu)
+    a = Mul(sl, up)
+    dn = MatMul(a, wd)
+    y = Add(s, dn)"""
 
 RELU6 = """lo = Constant <value = float {0.0}> ()
     hi = Constant <value = float {6.0}> ()
@@ -139,15 +148,7 @@ BEFORE = {
                          "float[2,6,32]", "m = MatMul(x, w)\n    s = Add(res, m)" + RMS),
     "RmsNormFFN": ("float[2,6,32] p, float[2,6,32] q, float[32] g, float[32,48] wg, "
                    "float[32,48] wu, float[48,32] wd", "float[2,6,32]",
-                   "s = Add(p, q)" + RMS.replace("y = Mul(n, g)", "r = Mul(n, g)")
-                   + """
-    gt = MatMul(r, wg)
-    sg = Sigmoid(gt)
-    sl = Mul(gt, sg)
-    up = MatMul(r, wu)
-    a = Mul(sl, up)
-    dn = MatMul(a, wd)
-    y = Add(s, dn)"""),
+                   "s = Add(p, q)" + RMS.replace("y = Mul(n, g)", "r = Mul(n, g)") + FFN_TAIL),
     "RotaryMul": ("float[1,6,2,8] x, float[1,1,6,8] cos, float[1,1,6,8] sin", "float[1,2,6,8]",
                   """t = Transpose <perm = [0,2,1,3]> (x)
     xc = Mul(t, cos)
@@ -642,14 +643,6 @@ def test_rmsnorm_divided_then_weighted_binds_the_weight(tmp_path):
     assert group.contract.verified == "per group" and result.plan.verification.ok
 
 
-FFN_TAIL = """
-    gt = MatMul(r, wg)
-    sg = Sigmoid(gt)
-    sl = Mul(gt, sg)
-    up = MatMul(r, wu)
-    a = Mul(sl, up)
-    dn = MatMul(a, wd)
-    y = Add(s, dn)"""
 ONE_OVER = "one = Constant <value = float {1.0}> ()\n    inv = Div(one, sd)"
 # each spelling of RMSNorm the rmsnorm composite knows (ops/composites.yaml), with and
 # without the exporters' Casts, between the residual Add and the SwiGLU feed-forward
