@@ -697,11 +697,35 @@ def _fitting_drafts(  # noqa: ANN001
                         MAX_CLAUSES_PER_RULE if spread is None else DRAFT_CLAUSES
                     ):
                         pinned.setdefault(text, cluster)
+            # then each draft with its regions' largest tensors as a memory_limit: the
+            # same structure on larger tensors elsewhere (a longer sequence) no longer
+            # matches, where neither attributes nor input counts tell it apart
+            sizes = _largest_sizes(cluster, graphs)
+            if sizes != (None, None):
+                for spread in spreads:
+                    _, text = draft(cluster, name, priority, target, spread, sizes=sizes)
+                    pinned.setdefault(text, cluster)
             return [
                 *((cl, text, False) for text, cl in out.items()),
                 *((cl, text, True) for text, cl in pinned.items()),
             ]
     return []
+
+
+def _largest_sizes(c: Cluster, graphs) -> tuple[int | None, int | None]:  # noqa: ANN001
+    """The largest intermediate and output tensor (bytes) over the cluster's regions, as
+    the ``memory_limit`` constraint measures them (``group_io``); None where no region
+    has one of known size (a symbolic shape: nothing to pin)."""
+    from ruleengine.cost.traffic import group_io
+
+    inter: list[int] = []
+    outs: list[int] = []
+    for inst in c.instances:
+        graph = graphs[inst.model]
+        io = group_io(graph, inst.region.nodes)
+        inter += [n for t in io.intermediates if (n := graph.tensors[t].nbytes)]
+        outs += [n for t in io.outputs if (n := graph.tensors[t].nbytes)]
+    return max(inter, default=None), max(outs, default=None)
 
 
 def _io_counts(c: Cluster, graphs) -> tuple[int, int, int | None]:  # noqa: ANN001

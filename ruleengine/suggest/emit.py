@@ -268,16 +268,27 @@ def draft(  # noqa: PLR0913
     spread: int | None = None,
     pins: Mapping[int, dict] | None = None,
     counts: tuple[int, int, int | None] | None = None,
+    sizes: tuple[int | None, int | None] | None = None,
 ) -> tuple[Mapping[str, object], str]:
     """The rule (as data) and its YAML text (``spread``, ``pins``: see ``pattern_ops``).
     ``counts``: (fewest, most) non-constant inputs and the output count (None where the
     regions differ) its regions have, pinned as ``input_count_range`` and
     ``output_count``: the same structure reading or writing more or fewer tensors (a
-    weight that is constant there, another tensor kept for later) no longer matches."""
+    weight that is constant there, another tensor kept for later) no longer matches.
+    ``sizes``: the largest intermediate and output tensor (bytes) its regions have,
+    pinned as a ``memory_limit``: the same structure on larger tensors (a longer
+    sequence, a wider layer) no longer matches; smaller ones still do."""
     dtypes = sorted(set().union(*(i.dtypes for i in cluster.instances)))
     constraints: list[dict] = [{"type": "ub_fit"}]
     if dtypes:
         constraints.append({"type": "dtype_match", "allowed_dtypes": dtypes})
+    if sizes is not None and any(n is not None for n in sizes):
+        limit: dict = {"type": "memory_limit"}
+        if sizes[0] is not None:
+            limit["max_intermediate_size"] = sizes[0]
+        if sizes[1] is not None:
+            limit["max_output_size"] = sizes[1]
+        constraints.append(limit)
     match: dict = {"ops": pattern_ops(cluster, spread, pins)}
     subgraph: dict = {}
     if counts is not None:
@@ -290,12 +301,23 @@ def draft(  # noqa: PLR0913
     if subgraph:
         match["subgraph"] = subgraph
     description = describe(cluster, target, spread)
-    if pins or counts is not None:
+    sized = sizes is not None and any(n is not None for n in sizes)
+    if pins or counts is not None or sized:
         what = ["attribute values"] if pins else []
         if counts is not None:
             ins = f"{counts[0]}" if counts[0] == counts[1] else f"{counts[0]}-{counts[1]}"
             outs = "" if counts[2] is None else f", {counts[2]} output(s)"
             what.append(f"{ins} non-constant input(s){outs}")
+        if sized:
+            assert sizes is not None
+            what.append(
+                "tensor sizes up to "
+                + " and ".join(
+                    f"{human_bytes(n)} {kind}"
+                    for n, kind in zip(sizes, ("inside", "out"), strict=True)
+                    if n is not None
+                )
+            )
         description += (
             f"\n{PINNED_NOTE} ({'; '.join(what)}): the structure alone also matched where "
             "fusing it lowers coverage."

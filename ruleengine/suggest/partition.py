@@ -372,3 +372,36 @@ def best_partition(
         status = "FEASIBLE"
     kernels = sorted((pool[i] for i in chosen), key=lambda k: min(pos[n] for n in k.nodes))
     return Partition(tuple(kernels), sum(k.captured for k in kernels), status, len(pool), complete)
+
+
+def displacing(graph: Graph, offered: Iterable[Kernel], p: Partition) -> Partition | None:
+    """The selection stage simulated over ``offered`` (the most net bytes, as it picks):
+    the partition it picks instead of ``p`` where that saves more net bytes, else None
+    (it keeps ``p``). The check of the lazy-constraint loops that look for a partition
+    the selection keeps (``regions.selectable_partition``, ``twins.structural_partition``)."""
+    q = best_partition(graph, sorted(offered, key=lambda k: sorted(k.nodes)), value=net_of)
+    if sum(k.net_bytes for k in q.kernels) <= sum(k.net_bytes for k in p.kernels):
+        return None
+    return q
+
+
+def net_of(k: Kernel) -> int:
+    return k.net_bytes
+
+
+def tightened(
+    q: Partition,
+    mine: set[frozenset[str]],
+    floor: int,
+    conditions: list[tuple[tuple[frozenset[str], ...], int]],
+) -> int:
+    """The floor after the selection picked ``q`` = R + S over a partition P (S: the
+    groups of P it holds, ``mine``; R: the others): any partition's groups outside S
+    must save at least R's net bytes to be picked. With S empty that is a floor for
+    every partition (returned raised); else a condition on holding S (appended)."""
+    kept = tuple(sorted((k.nodes for k in q.kernels if k.nodes in mine), key=sorted))
+    net_r = sum(k.net_bytes for k in q.kernels if k.nodes not in mine)
+    if not kept:
+        return max(floor, net_r)
+    conditions.append((kept, net_r))
+    return floor

@@ -28,7 +28,15 @@ from ruleengine.cost.traffic import topo_position
 from ruleengine.graph.model import Graph
 from ruleengine.match.model import Candidate
 from ruleengine.suggest.model import Region
-from ruleengine.suggest.partition import Kernel, Partition, Pool, best_partition, kernel_pool
+from ruleengine.suggest.partition import (
+    Kernel,
+    Partition,
+    Pool,
+    best_partition,
+    displacing,
+    kernel_pool,
+    tightened,
+)
 
 # Compact regions: at most this many compute ops (one packing each). They recur across
 # layers and exporters, so their rules carry over to other exports of the architecture.
@@ -259,22 +267,10 @@ def selectable_partition(  # noqa: PLR0913
         prefer = [k.nodes for k in p.kernels]  # the next solve starts from this one
         offered = {k.nodes: k for k in rivals}
         offered.update({k.nodes: k for k in p.kernels})
-        q = best_partition(
-            graph,
-            sorted(offered.values(), key=lambda k: sorted(k.nodes)),
-            value=lambda k: k.net_bytes,
-        )
-        net_p = sum(k.net_bytes for k in p.kernels)
-        net_q = sum(k.net_bytes for k in q.kernels)
-        if net_q <= net_p:
+        q = displacing(graph, offered.values(), p)
+        if q is None:
             return p
-        mine = {k.nodes for k in p.kernels}
-        kept = tuple(sorted((k.nodes for k in q.kernels if k.nodes in mine), key=sorted))
-        net_r = sum(k.net_bytes for k in q.kernels if k.nodes not in mine)
-        if not kept:
-            floor = max(floor, net_r)
-        else:
-            conditions.append((kept, net_r))
+        floor = tightened(q, {k.nodes for k in p.kernels}, floor, conditions)
     # not reached: the tightest figure proven to bound every pickable partition (a solve
     # proven optimal under floors that hold for all of them); else none (empty)
     if bound is not None:

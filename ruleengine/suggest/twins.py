@@ -37,7 +37,13 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from ruleengine.graph.model import Graph
-from ruleengine.suggest.partition import Kernel, Partition, best_partition
+from ruleengine.suggest.partition import (
+    Kernel,
+    Partition,
+    best_partition,
+    displacing,
+    tightened,
+)
 
 # Rounds of the search (each one solve of at most SECONDS of deterministic time).
 ROUNDS = 24
@@ -142,14 +148,8 @@ def structural_partition(  # noqa: PLR0913
         for k in p.kernels:
             for t in by_key[keys[k.nodes]]:
                 offered.setdefault(t.nodes, t)
-        q = best_partition(
-            graph,
-            sorted(offered.values(), key=lambda k: sorted(k.nodes)),
-            value=lambda k: k.net_bytes,
-        )
-        net_p = sum(k.net_bytes for k in p.kernels)
-        net_q = sum(k.net_bytes for k in q.kernels)
-        if net_q <= net_p:
+        q = displacing(graph, offered.values(), p)
+        if q is None:
             return p, True
         mine = {k.nodes for k in p.kernels}
         # the twins that displace it: their structures are left out of the search
@@ -159,12 +159,7 @@ def structural_partition(  # noqa: PLR0913
             continue
         # displaced by the rules in use's groups beside its own (S): as in
         # ``selectable_partition``, any partition's groups outside S save at least R's
-        kept = tuple(sorted((k.nodes for k in q.kernels if k.nodes in mine), key=sorted))
-        net_r = sum(k.net_bytes for k in q.kernels if k.nodes not in mine)
-        if not kept:
-            floor = max(floor, net_r)
-        else:
-            conditions.append((kept, net_r))
+        floor = tightened(q, mine, floor, conditions)
     if bound is not None:
         return replace(bound, status="BOUND"), False
     return Partition((), 0, "BOUND", len(wider), complete), False

@@ -204,3 +204,56 @@ def test_a_rule_is_pinned_to_its_regions_input_count(tmp_path):
     b = analyze(model, [folder])
     after = coverage.measure(b.graph, [sc.candidate.nodes for sc in b.resolution.chosen])
     assert after.coverage == pytest.approx(1.0)
+
+
+# The two places of ``PLACES`` alike in everything a rule sees but size: the same Gemm
+# attributes, the same input counts; the second reads 128 rows instead of 64 (a longer
+# sequence, as a decoder and an encoder of one model differ).
+SIZES = (
+    """<ir_version: 8, opset_import: ["" : 17]>
+g (float[64,256] x, float[128,256] z, float[256,1024] W_a, float[1024,64] W_b,
+   float[256,1024] W_c, float[1024,64] W_d) => (float[64,64] y1, float[128,64] y2)
+{
+  [g1] h1 = Gemm (x, W_a)
+  [g2] k1 = Gemm (h1, W_b)
+  [r1] y1 = Relu (k1)
+"""
+    + _SECOND_PLACE
+)
+
+
+def test_a_rule_is_pinned_to_its_regions_tensor_sizes(tmp_path):
+    """Neither attribute values nor input counts tell the two places apart; the drafts of
+    the Gemm -> Gemm -> Relu region (``_fitting_drafts``) end with one pinned to the
+    largest tensors its region has (``memory_limit``), and the pruning narrows the rule
+    to it: the larger place is left to the Gemm -> Relu -> Sigmoid -> Tanh rule and
+    everything fusable is captured (left out, the rule's own region stays unfused)."""
+    from ruleengine.pipeline import analyze
+    from ruleengine.suggest import DraftRule, _fitting_drafts, _largest_sizes, _prune
+    from ruleengine.suggest.emit import PINNED_NOTE
+    from ruleengine.suggest.model import Cluster
+
+    model, folder, first, cluster = _gemm_gemm_relu_cluster(SIZES, tmp_path)
+    graphs = {"m.onnx": first.graph}
+    # h1 is 64 x 1024 float32 inside, y1 64 x 64 float32 out
+    assert _largest_sizes(cluster, graphs) == (64 * 1024 * 4, 64 * 64 * 4)
+    fitted = _fitting_drafts(cluster, "draft_p", 0, "ascend910b", graphs)
+    general = fitted[0][1]
+    assert not fitted[0][2] and "memory_limit" not in general
+    sized = [text for _, text, pin in fitted if pin and "memory_limit" in text]
+    assert sized and all(PINNED_NOTE in t and "max_intermediate_size: 262144" in t for t in sized)
+    (folder / "draft_p.yaml").write_text(general)
+    a = analyze(model, [folder])
+    assert [sc.candidate.rule for sc in a.resolution.chosen] == ["draft_p", "draft_p"]
+    before = coverage.measure(a.graph, [sc.candidate.nodes for sc in a.resolution.chosen])
+    d = DraftRule("draft_p", general, cluster, 0, narrower=tuple((c, t) for c, t, _ in fitted[1:]))
+    q = DraftRule("draft_q", _GEMM_RELU_SIGMOID, Cluster((), ()), 0)
+    kept, dropped = _prune([d, q], [a], ["m.onnx"], graphs)
+    assert dropped == []
+    assert [k.text for k in kept][1:] == [_GEMM_RELU_SIGMOID]
+    assert "memory_limit" in kept[0].text
+    (folder / "draft_p.yaml").write_text(kept[0].text)
+    b = analyze(model, [folder])
+    assert sorted(sc.candidate.rule for sc in b.resolution.chosen) == ["draft_p", "draft_q"]
+    after = coverage.measure(b.graph, [sc.candidate.nodes for sc in b.resolution.chosen])
+    assert before.coverage < after.coverage == pytest.approx(1.0)
