@@ -875,6 +875,8 @@ def _prune(  # noqa: ANN001, C901, PLR0915
     pipeline is run again on the result all the same)."""
     from dataclasses import replace
 
+    import yaml
+
     from ruleengine import coverage
     from ruleengine.cost.scoring import _reduce_duplicates
     from ruleengine.resolve import resolve
@@ -912,6 +914,65 @@ def _prune(  # noqa: ANN001, C901, PLR0915
         return alt_scored[d.name, i]
 
     tested_memo: dict[str, DraftRule | None] = {}
+    unsized: dict[str, tuple[dict, dict] | None] = {}  # text -> (rule less limit, limit)
+    keys: dict[str, dict] = {}
+
+    def rule_key(text: str) -> dict:
+        """The rule as data but for its description (a copy)."""
+        if text not in keys:
+            rule = yaml.safe_load(text)
+            rule.pop("description", None)
+            keys[text] = rule
+        return dict(keys[text])
+
+    def as_unsized(text: str) -> tuple[dict, dict] | None:
+        if text not in unsized:
+            rule = rule_key(text)
+            limits = [c for c in rule.get("constraints", ()) if c["type"] == "memory_limit"]
+            rule["constraints"] = [c for c in rule.get("constraints", ()) if c not in limits]
+            unsized[text] = (rule, limits[0]) if len(limits) == 1 else None
+        return unsized[text]
+
+    def fits(sc, graph, limit: dict) -> bool:  # noqa: ANN001
+        for field, most in (
+            ("intermediates", "max_intermediate_size"),
+            ("outputs", "max_output_size"),
+        ):
+            if most in limit and any(
+                (graph.tensors[t].nbytes or 0) > limit[most] for t in sc.details.get(field, ())
+            ):
+                return False
+        return True
+
+    def no_change(d: DraftRule, i: int) -> bool:
+        """A size-pinned narrowing whose unpinned draft is the rule's current one or a
+        plain narrowing on offer, where every candidate of that draft fits the limit:
+        the same candidates, judged alike (the constraint is the cost stage's, checked
+        on each candidate), so its trial is the unpinned one's (no gain, or the plain
+        narrowing's, which wins ties): not matched again."""
+        got = as_unsized(d.narrower[i][1])
+        if got is None:
+            return False
+        rule, limit = got
+        if rule_key(d.text) == rule:
+            base = swapped.get(d.name) or [
+                [sc for sc in a.scored if sc.candidate.rule == d.name] for a in analyses
+            ]
+        else:
+            j = next(
+                (
+                    j
+                    for j, (_, text) in enumerate(d.narrower)
+                    if PINNED_NOTE not in text and rule_key(text) == rule
+                ),
+                None,
+            )
+            if j is None:
+                return False
+            base = narrowed(d, j)
+        return all(
+            fits(sc, a.graph, limit) for a, scs in zip(analyses, base, strict=True) for sc in scs
+        )
 
     def best(trials: list[tuple]) -> tuple | None:
         for t in sorted(trials, key=lambda t: t[:4], reverse=True):
@@ -955,6 +1016,8 @@ def _prune(  # noqa: ANN001, C901, PLR0915
         gains = {t[4].name for t in trials if t[5] is None and t[0] > 1e-9}
         pins = [p for p in pins if plain is None or p[1].name in gains]
         for rank, d, i in pins:
+            if no_change(d, i):
+                continue
             trial, trial_used = select(out, {**swapped, d.name: narrowed(d, i)})
             # ties: after a less general draft and leaving the rule out
             trials.append((sum(trial) - sum(now), 0, -rank, -i, d, i, trial, trial_used))

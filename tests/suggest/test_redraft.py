@@ -257,3 +257,42 @@ def test_a_rule_is_pinned_to_its_regions_tensor_sizes(tmp_path):
     assert sorted(sc.candidate.rule for sc in b.resolution.chosen) == ["draft_p", "draft_q"]
     after = coverage.measure(b.graph, [sc.candidate.nodes for sc in b.resolution.chosen])
     assert before.coverage < after.coverage == pytest.approx(1.0)
+
+
+def test_a_size_pin_that_changes_nothing_is_not_matched_again(tmp_path, monkeypatch):
+    """At the two places of ``PLACES`` (equal sizes) every candidate of the rule fits its
+    region's sizes: its size-pinned form would match and judge the same candidates, so
+    the pruning does not match it again; the attribute-pinned form is still found."""
+    import ruleengine.suggest as suggest_mod
+    from ruleengine.pipeline import analyze
+    from ruleengine.suggest import DraftRule, _largest_sizes, _prune
+    from ruleengine.suggest.emit import draft, shared_params
+    from ruleengine.suggest.model import Cluster
+
+    model, folder, first, cluster = _gemm_gemm_relu_cluster(PLACES, tmp_path)
+    graphs = {"m.onnx": first.graph}
+    pins = shared_params(cluster, lambda _m, n: first.graph.node(n))
+    sizes = _largest_sizes(cluster, graphs)
+    _, general = draft(cluster, "draft_p", 0, "ascend910b")
+    # the size-pinned form first: tried beside the attribute-pinned one in one round
+    narrower = [
+        draft(cluster, "draft_p", 0, "ascend910b", sizes=sizes)[1],
+        draft(cluster, "draft_p", 0, "ascend910b", pins=pins)[1],
+    ]
+    assert "memory_limit" in narrower[0]
+    (folder / "draft_p.yaml").write_text(general)
+    a = analyze(model, [folder])
+    matched: list[str] = []
+    real = suggest_mod._scored_rule
+
+    def counted(name: str, text: str, analysis):  # noqa: ANN001, ANN202
+        matched.append(text)
+        return real(name, text, analysis)
+
+    monkeypatch.setattr(suggest_mod, "_scored_rule", counted)
+    d = DraftRule("draft_p", general, cluster, 0, narrower=tuple((cluster, t) for t in narrower))
+    q = DraftRule("draft_q", _GEMM_RELU_SIGMOID, Cluster((), ()), 0)
+    kept, dropped = _prune([d, q], [a], ["m.onnx"], graphs)
+    assert dropped == [] and "transB: 1" in kept[0].text and "memory_limit" not in kept[0].text
+    assert any("transB: 1" in t for t in matched)
+    assert not any("memory_limit" in t for t in matched)
