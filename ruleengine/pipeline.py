@@ -204,7 +204,8 @@ def analyze(
     lap = laps.lap
 
     _note(progress, "loading rules")
-    # with jobs > 1 a forked child loads the rules while this process reads the model
+    # with a core to spare beside the model's reading (``rules_jobs``) a forked child
+    # loads the rules while this process reads the model
     pending = PendingRules(rules, preset, rules_jobs(model, cores() if jobs is None else jobs))
 
     def checked_rules() -> RuleSet:

@@ -131,7 +131,8 @@ def match_command(
         check_input_file(model, "model")
         chosen = preset.value if preset else (None if rules else "all")
         n_jobs = cores() if jobs is None else jobs
-        # the rules load in a forked child while the model is read (their errors first)
+        # with a core to spare, the rules load in a forked child while the model is read
+        # (``rules_jobs``; their errors first)
         pending = PendingRules([str(p) for p in rules], chosen, rules_jobs(model, n_jobs))
         rule_set = None if pending.forked else pending.result()
         try:

@@ -20,10 +20,22 @@ from ruleengine.rules.model import RuleSet
 # spent for little or no wall time, so the rules load here first as ever.
 FORK_FROM_BYTES = 4 << 20
 
+# The processes a large model's reading already keeps busy: this one and ONNX's shape
+# inference in its forked child (``graph.propagate.PendingShapes``), then the matcher's
+# two. A rules child only gains wall time on a core beyond those: measured on 2 cores
+# (docs/speed.md, "The rules' fork"), forking them saved no wall time at 512 or 2048
+# layers (within +-0.2 s of 5.3 / 11.4 s) and cost 0.06-0.35 s of CPU (the child's
+# fork, pickling and exit, and the caches the parent no longer has warm).
+FORK_FROM_JOBS = 3
+
 
 def rules_jobs(model: str | Path, jobs: int) -> int:
-    """The ``jobs`` for ``PendingRules`` beside reading ``model``: 1 for a small file (or
-    one whose size cannot be read: its error comes when it is read)."""
+    """The ``jobs`` for ``PendingRules`` beside reading ``model``: 1 (load them here)
+    unless a core is left beside the model's reading (``FORK_FROM_JOBS``) and the file
+    is large (a small file, or one whose size cannot be read: its error comes when it
+    is read)."""
+    if jobs < FORK_FROM_JOBS:
+        return 1
     try:
         big = Path(model).stat().st_size >= FORK_FROM_BYTES
     except (OSError, TypeError, ValueError):
