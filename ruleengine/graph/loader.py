@@ -12,7 +12,7 @@ import functools
 import heapq
 import math
 import operator
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from types import MappingProxyType
@@ -318,6 +318,23 @@ def _schema_defaults_cached(op_type: str, domain: str, opset: int) -> dict[str, 
     return out
 
 
+class _ShapeView(Mapping[str, "tuple | None"]):
+    """The shapes of ``types`` (name -> (dtype, shape)), read where they are asked for:
+    two helpers below read a few (Conv weights, Shape's input) of 10^5 tensors."""
+
+    def __init__(self, types: Mapping[str, tuple[str | None, tuple | None]]) -> None:
+        self._types = types
+
+    def __getitem__(self, name: str) -> tuple | None:
+        return self._types[name][1]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._types)
+
+    def __len__(self) -> int:
+        return len(self._types)
+
+
 _CONV_LIKE = ("Conv", "ConvTranspose", "MaxPool", "AveragePool", "LpPool", "QLinearConv")
 
 
@@ -372,6 +389,28 @@ def _toposort(names: list[str], edges: dict[int, set[int]], indeg: list[int]) ->
             if indeg[j] == 0:
                 heapq.heappush(heap, j)
     return order
+
+
+def _edges(
+    ins_l: Sequence[tuple[str, ...]],
+    hidden: Mapping[int, Sequence[str]],
+    get_id: Callable[[str], int | None],
+    prod_node: Sequence[int],
+) -> tuple[dict[int, set[int]], list[int]]:
+    """Successors of each node and each node's in-degree (one per producer it reads),
+    for a graph whose file order is not a topological one."""
+    edges: dict[int, set[int]] = {}
+    indeg = [0] * len(ins_l)
+    for i, ins in enumerate(ins_l):
+        for t in (*(t for t in ins if t), *hidden.get(i, ())):
+            k = get_id(t)
+            if k is None or prod_node[k] < 0:
+                continue
+            succ = edges.setdefault(prod_node[k], set())
+            if i not in succ:
+                succ.add(i)
+                indeg[i] += 1
+    return edges, indeg
 
 
 def _unique_names(
@@ -604,33 +643,49 @@ def _build(
             ),
         )
 
-    # Producers (one per tensor), consumers, hidden consumers of control-flow bodies.
-    producer: dict[str, tuple[int, int]] = {}
-    graph_input_set = set(graph_inputs)
+    # Every tensor a graph input, an initializer or a node defines gets an integer id,
+    # in that order (graph inputs [0, n_in), initializers [n_in, n_def), node outputs
+    # after): producers, consumers and flags are then lists indexed by id, one hash per
+    # read of a name. At 2048 layers (2 x 10^5 tensors, 3 x 10^5 reads) each dict or set
+    # lookup costs 2x what it costs at 512 (the tables outgrow the caches: docs/speed.md).
+    tid: dict[str, int] = {}
+    for t in graph_inputs:
+        tid.setdefault(t, len(tid))
+    n_in = len(tid)
+    for t in init_types:  # (no graph input is an initializer: graph_inputs above)
+        tid.setdefault(t, len(tid))
+    n_def = len(tid)
+    tnames = list(tid)  # id -> name
+    prod_node = [-1] * n_def  # id -> index of its producer node (-1: none)
+    prod_port = [-1] * n_def
     for i, outs in enumerate(outs_l):
         for port, t in enumerate(outs):
             if not t:
                 continue
-            if t in producer or t in init_names or t in graph_input_set:
+            k = tid.setdefault(t, len(tnames))
+            if k != len(tnames):
+                j = prod_node[k]
                 first = (
-                    names[producer[t][0]]
-                    if t in producer
-                    else ("an initializer" if t in init_names else "a graph input")
+                    f"node {names[j]!r}"
+                    if j >= 0
+                    else ("an initializer" if k >= n_in else "a graph input")
                 )
                 raise _fail(
                     "two-producers",
-                    f"tensor {t!r} is produced by node {names[i]!r} and also by "
-                    f"{f'node {first!r}' if t in producer else first}",
+                    f"tensor {t!r} is produced by node {names[i]!r} and also by {first}",
                     where,
                     "every tensor must have exactly one producer (SSA form)",
                 )
-            producer[t] = (i, port)
-    consumers: dict[str, list[tuple[str, int]]] = {}
-    edges: dict[int, set[int]] = {}
-    indeg = [0] * len(protos)
+            tnames.append(t)
+            prod_node.append(i)
+            prod_port.append(port)
+    # Consumers, and hidden consumers of control-flow bodies.
+    users_of: list[list[tuple[str, int]] | None] = [None] * len(tnames)
+    hidden: dict[int, list[str]] = {}  # node -> outer names its bodies read
     forward = True  # every edge from an earlier node to a later one: the file's order
     opaque: list[bool] = []
     graph_attrs = (AttributeProto.GRAPH, AttributeProto.GRAPHS)
+    get_id = tid.get
     for i in range(len(protos)):
         sub_refs: set[str] = set()
         has_body = False
@@ -648,10 +703,11 @@ def _build(
         name_i = names[i]
         reads = [(t, port) for port, t in enumerate(ins_l[i]) if t]
         if sub_refs:  # hidden consumers: what a body reads from the enclosing scope
-            reads += [(t, -1) for t in sorted(sub_refs - set(ins_l[i]))]
+            hidden[i] = sorted(sub_refs - set(ins_l[i]))
+            reads += [(t, -1) for t in hidden[i]]
         for t, port in reads:
-            prod = producer.get(t)
-            if prod is None and t not in init_names and t not in graph_input_set:
+            k = get_id(t)
+            if k is None:
                 if port == -1:  # a body reads an outer name nothing defines: not our problem
                     continue
                 raise _fail(
@@ -661,41 +717,38 @@ def _build(
                     where,
                     "the model is truncated or was edited by hand; re-export it",
                 )
-            users = consumers.get(t)
+            users = users_of[k]
             if users is None:
-                consumers[t] = [(name_i, port)]
+                users_of[k] = [(name_i, port)]
             else:
                 users.append((name_i, port))
-            if prod is not None:
-                j = prod[0]
-                if j == i:
-                    raise _fail(
-                        "cycle",
-                        f"node {names[i]!r} reads its own output {t!r}",
-                        where,
-                        "ONNX graphs must be acyclic",
-                    )
-                if j > i:
-                    forward = False
-                succ = edges.get(j)
-                if succ is None:
-                    edges[j] = {i}
-                    indeg[i] += 1
-                elif i not in succ:
-                    succ.add(i)
-                    indeg[i] += 1
-    # Kahn's algorithm picking the lowest index gives the file's order when it is one
-    order = list(range(len(protos))) if forward else _toposort(names, edges, indeg)
-    if len(order) != len(protos):
-        stuck = sorted(set(range(len(protos))) - set(order))
-        listed = ", ".join(repr(names[i]) for i in stuck[:6])
-        raise _fail(
-            "cycle",
-            f"the graph has a cycle through {len(stuck)} node(s), e.g. {listed}",
-            where,
-            "ONNX graphs must be acyclic; re-export the model",
-        )
-    topo = {i: k for k, i in enumerate(order)}
+            j = prod_node[k]
+            if j == i:
+                raise _fail(
+                    "cycle",
+                    f"node {names[i]!r} reads its own output {t!r}",
+                    where,
+                    "ONNX graphs must be acyclic",
+                )
+            if j > i:
+                forward = False
+    if forward:  # Kahn's algorithm picking the lowest index would give the file's order
+        order = list(range(len(protos)))
+        topo = order
+    else:
+        order = _toposort(names, *_edges(ins_l, hidden, get_id, prod_node))
+        if len(order) != len(protos):
+            stuck = sorted(set(range(len(protos))) - set(order))
+            listed = ", ".join(repr(names[i]) for i in stuck[:6])
+            raise _fail(
+                "cycle",
+                f"the graph has a cycle through {len(stuck)} node(s), e.g. {listed}",
+                where,
+                "ONNX graphs must be acyclic; re-export the model",
+            )
+        topo = [0] * len(order)  # node -> its place in the order
+        for k, i in enumerate(order):
+            topo[i] = k
 
     inferred, infer_warnings = _infer(pending, where)
     del pending
@@ -727,7 +780,7 @@ def _build(
                     if len(val) <= SMALL_CONST_NUMEL:
                         const_values[n.output[0]] = val
 
-    shapes = {k: v[1] for k, v in types.items()}
+    shapes = _ShapeView(types)  # (a copy of 2 x 10^5 entries for a few reads: a view)
     nodes: list[Node] = []
     make_node = record_maker(Node)
     attr_values: dict[bytes, Any] = {}  # a repeated attribute is converted once
@@ -780,39 +833,38 @@ def _build(
         nodes = [replace(n, compile_time=True) if n.name in ct else n for n in nodes]
     unbound_axes, dim_sources = _input_axes(declared_inputs, graph_inputs, dims)
     # Every tensor a node, an initializer or a graph input defines (a node reads no
-    # other: that is raised above), in the order the dicts above were filled: read in
-    # that order, each dict's entries are read one after the other, not at random (at
-    # 2048 layers, 2 x 10^5 tensors, random reads miss the caches: 1.2-1.5x slower per
-    # tensor than at 512). The records are then sorted by name, the tensors' order.
-    every = dict.fromkeys(graph_inputs)
-    every.update(dict.fromkeys(init_types))
-    every.update(dict.fromkeys(producer))
+    # other: that is raised above), by id: in the order the dicts above were filled, so
+    # ``types`` is read one entry after the other, not at random. The records are then
+    # sorted by name, the tensors' order.
     made: list[Tensor] = []
     outputs_set = set(graph_outputs)
     make_tensor = record_maker(Tensor)
-    for t in every:
-        dtype, shape = types.get(t, (None, None))
+    no_type = (None, None)
+    for k, t in enumerate(tnames):
+        dtype, shape = types.get(t, no_type)
         if dims and shape is not None and any(isinstance(d, str) for d in shape):
             shape = tuple(dims.get(d, d) if isinstance(d, str) else d for d in shape)
-        prod = producer.get(t)
-        is_init = t in init_names
+        j = prod_node[k]
+        users = users_of[k]
+        is_init = n_in <= k < n_def
+        is_const = is_init or (k >= n_def and t in const_nodes)
         made.append(
             make_tensor(  # the fields of Tensor, in order
                 t,  # name
                 dtype,
                 shape,
-                names[prod[0]] if prod else None,  # producer
-                prod[1] if prod else None,  # producer_port
-                tuple(consumers.get(t, ())),  # consumers
+                names[j] if j >= 0 else None,  # producer
+                prod_port[k] if j >= 0 else None,  # producer_port
+                tuple(users) if users else (),  # consumers
                 is_init,  # is_initializer
-                is_init or t in const_nodes,  # is_constant
-                t in graph_input_set,  # is_graph_input
+                is_const,  # is_constant
+                k < n_in,  # is_graph_input
                 t in outputs_set,  # is_graph_output
-                const_values.get(t),  # const_value
+                const_values.get(t) if is_const else None,  # const_value
                 t in foldable,  # const_foldable
             )
         )
-    del every
+    del tnames, users_of, tid
     made.sort(key=_tensor_name)
     tensors = {r.name: r for r in made}
     del made
