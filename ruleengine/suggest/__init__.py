@@ -87,8 +87,9 @@ def suggest(
     if not rules and preset is None:
         preset = DEFAULT_PRESET
     note = progress or (lambda _m: None)
+    memo: dict = {}  # the first drafting's analyses and searches, for the twin round
     baseline, drafts, dropped, graphs = _draft(
-        models, rules, preset, target, dims, min_bytes, max_rules, note
+        models, rules, preset, target, dims, min_bytes, max_rules, note, memo=memo
     )
     drafts, pruned, report = _measure_after(
         baseline, drafts, rules, preset, target, dims, note, graphs
@@ -125,7 +126,7 @@ def suggest(
             break
     if max_rules is None and drafts and any(m.after + REDRAFT_GAP < m.reach for m in report):
         twin = _twin_round(
-            models, baseline, drafts, report, rules, preset, target, dims, min_bytes, note
+            models, baseline, drafts, report, rules, preset, target, dims, min_bytes, note, memo
         )
         if twin is not None:
             baseline, drafts, dropped, report, graphs = twin
@@ -305,7 +306,7 @@ def _bridges(name: str, before, after, drafts, note) -> list[DraftRule]:  # noqa
 
 
 def _twin_round(  # noqa: ANN001, PLR0913
-    models, baseline, drafts, report, rules, preset, target, dims, min_bytes, note
+    models, baseline, drafts, report, rules, preset, target, dims, min_bytes, note, memo=None
 ) -> tuple | None:
     """Draft again from the rules given, each drafting partition judged with every *twin*
     of its groups offered (``twins``: node sets no rule can tell apart, which a rule
@@ -319,7 +320,7 @@ def _twin_round(  # noqa: ANN001, PLR0913
     The new state (baseline, drafts, dropped, report, graphs), else None."""
     note("drafting again, each partition judged with the twins of its groups offered")
     again, more, dropped, graphs = _draft(
-        models, rules, preset, target, dims, min_bytes, None, note, twins=True
+        models, rules, preset, target, dims, min_bytes, None, note, twins=True, memo=memo
     )
     if not more:
         return None
@@ -411,9 +412,12 @@ def _draft(  # noqa: PLR0913
     note: Progress,
     names: Sequence[str] | None = None,
     twins: bool = False,
+    memo: dict | None = None,
 ) -> tuple[list, list[DraftRule], list[tuple[str, str]], dict]:
     """Per model the figures before (``baseline``); the drafted rules with their tests
-    and kernel entries; the clusters without a rule and why; the graphs by model name."""
+    and kernel entries; the clusters without a rule and why; the graphs by model name.
+    ``memo``: kept across calls (the first drafting and the further one for twins, from
+    the same rules): each model's analysis and what its region search does not redo."""
     from ruleengine import coverage
     from ruleengine.pipeline import analyze
     from ruleengine.suggest.canon import canonicalize, composite_instances
@@ -427,14 +431,26 @@ def _draft(  # noqa: PLR0913
     priorities: dict[str, int] = {}
     graphs = {}
     for path, name in zip(models, names, strict=True):
-        note(f"analysing {name}")
-        analysis = analyze(path, rules, preset=preset, target=target, dims=dims)
+        key = (
+            str(path),
+            tuple(map(str, rules)),
+            preset,
+            target,
+            tuple(sorted((dims or {}).items())),
+        )
+        held = memo.get(key) if memo is not None else None
+        if held is None:
+            note(f"analysing {name}")
+            analysis = analyze(path, rules, preset=preset, target=target, dims=dims)
+            held = (analysis, coverage.fusable_edges(analysis.graph), {})
+            if memo is not None:
+                memo[key] = held
+        analysis, edges, search_memo = held
         priorities.update({r.name: r.priority for r in analysis.rule_set.rules})
         graph = analysis.graph
         graphs[name] = graph
         chosen = analysis.resolution.chosen
         groups = [sc.candidate.nodes for sc in chosen]
-        edges = coverage.fusable_edges(graph)
         rivals = [
             (sc.candidate.node_set, sc.cost.net_bytes)
             for sc in analysis.scored
@@ -448,6 +464,7 @@ def _draft(  # noqa: PLR0913
             rivals=rivals,
             net_floor=sum(sc.cost.net_bytes for sc in chosen if sc.cost is not None),
             twins=twins,
+            memo=search_memo,
         )
         regions, compact = search.regions, search.compact
         composites = composite_instances(graph) if regions else ()

@@ -71,6 +71,7 @@ def search_regions(
     net_floor: int | None = None,
     compact_ops: Sequence[int] = COMPACT_OPS,
     twins: bool = False,
+    memo: dict | None = None,
 ) -> RegionSearch:
     """The regions to draft rules for, and the ceiling.
 
@@ -87,38 +88,106 @@ def search_regions(
     (``net_floor``: the chosen groups' net bytes; the simulated selection among the rivals
     alone, if lower). ``selectable`` is the partition with the most captured bytes among
     those: the ceiling for the rules in use plus any added rule (one more drafting option).
+
+    ``memo``: kept by the caller across calls on the same graph object; what does not
+    depend on ``twins`` (pool, ceilings, drafting options) is computed once for the same
+    groups and rivals.
     """
     edges = coverage.fusable_edges(graph) if edges is None else edges
     pos = topo_position(graph)
     chosen = [frozenset(g) for g in groups]
-    seeds = find_regions(graph, chosen, target, edges)
-    pool = kernel_pool(graph, target, edges, extra=[*chosen, *(r.nodes for r in seeds)])
     kept = set(chosen)
-    compacts = []
-    for cap in compact_ops:
-        small = [k for k in pool.kernels if k.compute_ops <= cap or k.nodes in kept]
-        packed = best_partition(graph, small, prefer=chosen, value=lambda k: k.net_bytes)
-        compacts.append((packed, cap))
-    compact_kernels = [k for p, cap in compacts for k in p.kernels if k.compute_ops <= cap]
-    rival_kernels = [Kernel(nodes, _captured(edges, nodes), 0, net, 0) for nodes, net in rivals]
-    offered_already = {k.nodes for k in rival_kernels}  # candidates of the rules in use
+    # what does not depend on ``twins``, computed once per graph and rules in use (the
+    # further round of drafting for twins searches the same graph again)
+    key = (
+        id(graph),
+        tuple(sorted(tuple(sorted(g)) for g in chosen)),
+        tuple(rivals),
+        net_floor,
+        tuple(compact_ops),
+        target.name,
+    )
+    held = memo.get(key) if memo is not None else None
+    base = held[1] if held is not None and held[0] is graph else None
+    if base is None:
+        seeds = find_regions(graph, chosen, target, edges)
+        pool = kernel_pool(graph, target, edges, extra=[*chosen, *(r.nodes for r in seeds)])
+        compacts = []
+        for cap in compact_ops:
+            small = [k for k in pool.kernels if k.compute_ops <= cap or k.nodes in kept]
+            packed = best_partition(graph, small, prefer=chosen, value=lambda k: k.net_bytes)
+            compacts.append((packed, cap))
+        compact_kernels = [k for p, cap in compacts for k in p.kernels if k.compute_ops <= cap]
+        rival_kernels = [Kernel(nodes, _captured(edges, nodes), 0, net, 0) for nodes, net in rivals]
+        offered_already = {k.nodes for k in rival_kernels}  # candidates of the rules in use
 
-    # every viable candidate of the rules in use is a kernel the target accepts too (a
-    # bundled group may be larger than the pool's caps): the partitions may use them
-    # (a node set both in the pool and a candidate: the selection sees both, keeps the
-    # larger net bytes)
-    by_nodes = {k.nodes: k for k in pool.kernels}
-    for r in rival_kernels:
-        k = by_nodes.get(r.nodes)
-        if k is None:
-            by_nodes[r.nodes] = r
-        elif r.net_bytes > k.net_bytes:
-            by_nodes[r.nodes] = Kernel(
-                k.nodes, k.captured, k.bytes_saved, r.net_bytes, k.compute_ops
+        # every viable candidate of the rules in use is a kernel the target accepts too (a
+        # bundled group may be larger than the pool's caps): the partitions may use them
+        # (a node set both in the pool and a candidate: the selection sees both, keeps the
+        # larger net bytes)
+        by_nodes = {k.nodes: k for k in pool.kernels}
+        for r in rival_kernels:
+            k = by_nodes.get(r.nodes)
+            if k is None:
+                by_nodes[r.nodes] = r
+            elif r.net_bytes > k.net_bytes:
+                by_nodes[r.nodes] = Kernel(
+                    k.nodes, k.captured, k.bytes_saved, r.net_bytes, k.compute_ops
+                )
+        wider = [by_nodes[k.nodes] for k in pool.kernels]
+        wider += [k for k in rival_kernels if k.nodes not in {w.nodes for w in wider}]
+
+        ceiling = best_partition(graph, wider, complete=pool.complete, prefer=chosen)
+        now = best_partition(graph, rival_kernels, value=lambda k: k.net_bytes)
+        floor = sum(k.net_bytes for k in now.kernels)
+        floor = floor if net_floor is None else min(floor, net_floor)
+        as_offered = [by_nodes[r.nodes] for r in rival_kernels]
+        selectable = selectable_partition(graph, wider, as_offered, now, floor, pool.complete)
+        if not selectable.kernels and ceiling.kernels:  # no bound proven within the time limit
+            selectable = replace(ceiling, status="BOUND")  # any partition bounds it; not reached
+        options = [
+            best_partition(
+                graph,
+                wider,
+                complete=pool.complete,
+                prefer=chosen,
+                value=lambda k, m=m: 4 * k.net_bytes + m * k.captured,
             )
-    wider = [by_nodes[k.nodes] for k in pool.kernels]
-    wider += [k for k in rival_kernels if k.nodes not in {w.nodes for w in wider}]
-
+            for m in MIX
+        ]
+        base = (
+            pool,
+            compacts,
+            compact_kernels,
+            rival_kernels,
+            offered_already,
+            by_nodes,
+            wider,
+            ceiling,
+            now,
+            floor,
+            as_offered,
+            selectable,
+            options,
+        )
+        if memo is not None:
+            memo[key] = (graph, base)  # held: its id is not reused
+    (
+        pool,
+        compacts,
+        compact_kernels,
+        rival_kernels,
+        offered_already,
+        by_nodes,
+        wider,
+        ceiling,
+        now,
+        floor,
+        as_offered,
+        selectable,
+        options,
+    ) = base
+    options = list(options)
     twin_of: dict[frozenset[str], str] = {}
     by_twin: dict[str, list[Kernel]] = {}
     if twins:
@@ -142,24 +211,6 @@ def search_regions(
         )
         return picked.captured
 
-    ceiling = best_partition(graph, wider, complete=pool.complete, prefer=chosen)
-    now = best_partition(graph, rival_kernels, value=lambda k: k.net_bytes)
-    floor = sum(k.net_bytes for k in now.kernels)
-    floor = floor if net_floor is None else min(floor, net_floor)
-    as_offered = [by_nodes[r.nodes] for r in rival_kernels]
-    selectable = selectable_partition(graph, wider, as_offered, now, floor, pool.complete)
-    if not selectable.kernels and ceiling.kernels:  # no bound proven within the time limit
-        selectable = replace(ceiling, status="BOUND")  # any partition bounds it; not reached
-    options = [
-        best_partition(
-            graph,
-            wider,
-            complete=pool.complete,
-            prefer=chosen,
-            value=lambda k, m=m: 4 * k.net_bytes + m * k.captured,
-        )
-        for m in MIX
-    ]
     options += [ceiling, selectable]
     if twins:
         from ruleengine.suggest.twins import structural_partition

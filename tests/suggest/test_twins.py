@@ -78,3 +78,36 @@ def test_the_drafting_partition_stable_under_its_twins(tmp_path):
     offered = {t.nodes: t for k in stable.kernels for t in pool if keys[t.nodes] == keys[k.nodes]}
     again = best_partition(graph, list(offered.values()), value=lambda k: k.net_bytes)
     assert again.captured == 48
+
+
+def test_the_twin_round_reuses_the_first_drafting(tmp_path, monkeypatch):
+    """The further drafting for twins starts from the same rules as the first one: with
+    the first one's memo it analyses no model again and finds the same drafts as
+    without it (only what depends on twins is searched again)."""
+    import ruleengine.pipeline as pipeline
+    from ruleengine.suggest import _draft
+
+    from .graphs import NOTHING_RULE, layers
+
+    model = save(layers(["Relu", "Sigmoid", "Relu"]), tmp_path / "m.onnx")
+    given = tmp_path / "given"
+    given.mkdir()
+    (given / "nothing.yaml").write_text(NOTHING_RULE)
+    args = ([model], [given], None, "ascend910b", None, 0, None, lambda _m: None)
+    memo: dict = {}
+    first = _draft(*args, memo=memo)
+    assert first[1]
+    fresh = _draft(*args, twins=True)
+    analysed: list = []
+    real = pipeline.analyze
+
+    def counted(*a, **k):  # noqa: ANN002, ANN003, ANN202
+        analysed.append(a)
+        return real(*a, **k)
+
+    monkeypatch.setattr(pipeline, "analyze", counted)
+    again = _draft(*args, twins=True, memo=memo)
+    assert analysed == []
+    assert again[0] == fresh[0]
+    assert [d.text for d in again[1]] == [d.text for d in fresh[1]]
+    assert [dict(d.tests) for d in again[1]] == [dict(d.tests) for d in fresh[1]]
