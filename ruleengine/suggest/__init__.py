@@ -892,8 +892,6 @@ def _prune(  # noqa: ANN001, C901, PLR0915
     pipeline is run again on the result all the same)."""
     from dataclasses import replace
 
-    import yaml
-
     from ruleengine import coverage
     from ruleengine.cost.scoring import _reduce_duplicates
     from ruleengine.resolve import resolve
@@ -931,23 +929,11 @@ def _prune(  # noqa: ANN001, C901, PLR0915
         return alt_scored[d.name, i]
 
     tested_memo: dict[str, DraftRule | None] = {}
-    unsized: dict[str, tuple[dict, dict] | None] = {}  # text -> (rule less limit, limit)
-    keys: dict[str, dict] = {}
+    unsized: dict[str, tuple[str, dict] | None] = {}  # text -> (draft unpinned, limit)
 
-    def rule_key(text: str) -> dict:
-        """The rule as data but for its description (a copy)."""
-        if text not in keys:
-            rule = yaml.safe_load(text)
-            rule.pop("description", None)
-            keys[text] = rule
-        return dict(keys[text])
-
-    def as_unsized(text: str) -> tuple[dict, dict] | None:
+    def as_unsized(text: str) -> tuple[str, dict] | None:
         if text not in unsized:
-            rule = rule_key(text)
-            limits = [c for c in rule.get("constraints", ()) if c["type"] == "memory_limit"]
-            rule["constraints"] = [c for c in rule.get("constraints", ()) if c not in limits]
-            unsized[text] = (rule, limits[0]) if len(limits) == 1 else None
+            unsized[text] = _unsized(text)
         return unsized[text]
 
     def fits(sc, graph, limit: dict) -> bool:  # noqa: ANN001
@@ -970,18 +956,14 @@ def _prune(  # noqa: ANN001, C901, PLR0915
         got = as_unsized(d.narrower[i][1])
         if got is None:
             return False
-        rule, limit = got
-        if rule_key(d.text) == rule:
+        plain, limit = got
+        if d.text == plain:
             base = swapped.get(d.name) or [
                 [sc for sc in a.scored if sc.candidate.rule == d.name] for a in analyses
             ]
         else:
             j = next(
-                (
-                    j
-                    for j, (_, text) in enumerate(d.narrower)
-                    if PINNED_NOTE not in text and rule_key(text) == rule
-                ),
+                (j for j, (_, text) in enumerate(d.narrower) if text == plain),
                 None,
             )
             if j is None:
@@ -1060,6 +1042,30 @@ def _prune(  # noqa: ANN001, C901, PLR0915
     if graphs is not None:
         kept = [_with_kernel(d, graphs) if d.name in swapped else d for d in kept]
     return kept, dropped
+
+
+def _unsized(text: str) -> tuple[str, dict] | None:
+    """A draft pinned to its regions' tensor sizes alone (``emit.draft`` with ``sizes``):
+    the text of the same draft unpinned, and the limit; else None. Text, not YAML read
+    back (the pruning asks for every narrowing of every rule): the pinned draft is its
+    unpinned text with the ``memory_limit`` entry and one description line added."""
+    from ruleengine.suggest.emit import PINNED_NOTE
+
+    if "- type: memory_limit\n" not in text:
+        return None
+    lines = text.split("\n")
+    at = lines.index("- type: memory_limit")
+    limit: dict = {}
+    end = at + 1
+    while end < len(lines) and lines[end].startswith("  max_"):
+        field, _, value = lines[end].strip().partition(": ")
+        limit[field] = int(value)
+        end += 1
+    notes = [k for k, line in enumerate(lines) if line.startswith(f"  {PINNED_NOTE} (tensor sizes")]
+    if not limit or len(notes) != 1:
+        return None
+    kept = [line for k, line in enumerate(lines) if not (at <= k < end or k == notes[0])]
+    return "\n".join(kept), limit
 
 
 def _scored_rule(name: str, text: str, analysis) -> list:  # noqa: ANN001

@@ -229,7 +229,7 @@ def test_a_rule_is_pinned_to_its_regions_tensor_sizes(tmp_path):
     to it: the larger place is left to the Gemm -> Relu -> Sigmoid -> Tanh rule and
     everything fusable is captured (left out, the rule's own region stays unfused)."""
     from ruleengine.pipeline import analyze
-    from ruleengine.suggest import DraftRule, _fitting_drafts, _largest_sizes, _prune
+    from ruleengine.suggest import DraftRule, _fitting_drafts, _largest_sizes, _prune, _unsized
     from ruleengine.suggest.emit import PINNED_NOTE
     from ruleengine.suggest.model import Cluster
 
@@ -242,6 +242,11 @@ def test_a_rule_is_pinned_to_its_regions_tensor_sizes(tmp_path):
     assert not fitted[0][2] and "memory_limit" not in general
     sized = [text for _, text, pin in fitted if pin and "memory_limit" in text]
     assert sized and all(PINNED_NOTE in t and "max_intermediate_size: 262144" in t for t in sized)
+    # each is its unpinned draft with the limit added (what the pruning compares)
+    plain = [text for _, text, pin in fitted if not pin]
+    limit = {"max_intermediate_size": 262144, "max_output_size": 16384}
+    assert [_unsized(t) for t in sized] == [(t, limit) for t in plain]
+    assert _unsized(general) is None
     (folder / "draft_p.yaml").write_text(general)
     a = analyze(model, [folder])
     assert [sc.candidate.rule for sc in a.resolution.chosen] == ["draft_p", "draft_p"]
