@@ -61,6 +61,25 @@ class RegionSearch:
     pool: Pool
 
 
+@dataclass(frozen=True)
+class _TwinFree:
+    """What ``search_regions`` computes whether or not ``twins``: held in its memo."""
+
+    pool: Pool
+    compacts: list[tuple[Partition, int]]
+    compact_kernels: list[Kernel]
+    rival_kernels: list[Kernel]
+    offered_already: set[frozenset[str]]
+    by_nodes: dict[frozenset[str], Kernel]
+    wider: list[Kernel]
+    ceiling: Partition
+    now: Partition
+    floor: int
+    as_offered: list[Kernel]
+    selectable: Partition
+    options: tuple[Partition, ...]
+
+
 def search_regions(
     graph: Graph,
     groups: Sequence[Iterable[str]],
@@ -155,51 +174,36 @@ def search_regions(
             )
             for m in MIX
         ]
-        base = (
-            pool,
-            compacts,
-            compact_kernels,
-            rival_kernels,
-            offered_already,
-            by_nodes,
-            wider,
-            ceiling,
-            now,
-            floor,
-            as_offered,
-            selectable,
-            options,
+        base = _TwinFree(
+            pool=pool,
+            compacts=compacts,
+            compact_kernels=compact_kernels,
+            rival_kernels=rival_kernels,
+            offered_already=offered_already,
+            by_nodes=by_nodes,
+            wider=wider,
+            ceiling=ceiling,
+            now=now,
+            floor=floor,
+            as_offered=as_offered,
+            selectable=selectable,
+            options=tuple(options),
         )
         if memo is not None:
             memo[key] = (graph, base)  # held: its id is not reused
-    (
-        pool,
-        compacts,
-        compact_kernels,
-        rival_kernels,
-        offered_already,
-        by_nodes,
-        wider,
-        ceiling,
-        now,
-        floor,
-        as_offered,
-        selectable,
-        options,
-    ) = base
-    options = list(options)
+    options = list(base.options)
     twin_of: dict[frozenset[str], str] = {}
     by_twin: dict[str, list[Kernel]] = {}
     if twins:
         from ruleengine.suggest.twins import twin_classes
 
-        twin_of = twin_classes(graph, wider)
-        for k in wider:
+        twin_of = twin_classes(graph, base.wider)
+        for k in base.wider:
             by_twin.setdefault(twin_of[k.nodes], []).append(k)
 
-    def selected(p: Partition, compact: Sequence[Kernel] = compact_kernels) -> int:
-        offered = {k.nodes: k for k in (*rival_kernels, *compact, *p.kernels)}
-        offered = {nodes: by_nodes.get(nodes, k) for nodes, k in offered.items()}
+    def selected(p: Partition, compact: Sequence[Kernel] = base.compact_kernels) -> int:
+        offered = {k.nodes: k for k in (*base.rival_kernels, *compact, *p.kernels)}
+        offered = {nodes: base.by_nodes.get(nodes, k) for nodes, k in offered.items()}
         if twins:  # a rule offers every twin of the group it is drafted from
             for k in (*compact, *p.kernels):
                 for t in by_twin.get(twin_of.get(k.nodes, ""), ()):
@@ -211,12 +215,17 @@ def search_regions(
         )
         return picked.captured
 
-    options += [ceiling, selectable]
+    options += [base.ceiling, base.selectable]
     if twins:
         from ruleengine.suggest.twins import structural_partition
 
         stable, _ = structural_partition(
-            graph, wider, as_offered, floor, pool.complete, [k.nodes for k in now.kernels]
+            graph,
+            base.wider,
+            base.as_offered,
+            base.floor,
+            base.pool.complete,
+            [k.nodes for k in base.now.kernels],
         )
         if stable.kernels:
             options.append(stable)
@@ -227,13 +236,15 @@ def search_regions(
     # regions are drafted (ties keep more: they carry across exporters)
     def apart(p: Partition) -> list[Kernel]:
         mine = [k.nodes for k in p.kernels if k.nodes not in kept]
-        return [k for k in compact_kernels if all(k.nodes == g or not k.nodes & g for g in mine)]
+        return [
+            k for k in base.compact_kernels if all(k.nodes == g or not k.nodes & g for g in mine)
+        ]
 
     trials = []
     for i, p in enumerate(options):
         near = apart(p)
-        trials += [(selected(p), 2, -i, compact_kernels), (selected(p, ()), 0, -i, [])]
-        if len(near) < len(compact_kernels):
+        trials += [(selected(p), 2, -i, base.compact_kernels), (selected(p, ()), 0, -i, [])]
+        if len(near) < len(base.compact_kernels):
             trials.append((selected(p, near), 1, -i, near))
     score, _, best, compact_used = max(trials, key=lambda t: t[:3])
     best = -best
@@ -244,7 +255,7 @@ def search_regions(
             Region(tuple(sorted(k.nodes, key=pos.__getitem__)), k.bytes_saved, k.net_bytes)
             for k in p.kernels
             if k.nodes not in kept
-            and k.nodes not in offered_already
+            and k.nodes not in base.offered_already
             and (cap is None or k.compute_ops <= cap)
         )
 
@@ -253,16 +264,16 @@ def search_regions(
         tuple(
             dict.fromkeys(
                 r
-                for p, cap in compacts
+                for p, cap in base.compacts
                 for r in regions(p, cap)
                 if frozenset(r.nodes) in compact_used
             )
         ),
-        ceiling,
-        selectable,
+        base.ceiling,
+        base.selectable,
         options[best],
         score,
-        pool,
+        base.pool,
     )
 
 
