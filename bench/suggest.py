@@ -40,11 +40,16 @@ def family_of(path: Path) -> str:
 
 
 def analysed(path: Path, rule_dirs: list[str]):  # noqa: ANN201
-    """(coverage, analysis) of ``path`` with the bundled preset and ``rule_dirs``."""
+    """(coverage, analysis) of ``path`` with the bundled preset and ``rule_dirs``; its
+    solves bounded by deterministic time as suggest's are (the same figure whatever the
+    load)."""
     from ruleengine import coverage
     from ruleengine.pipeline import analyze
+    from ruleengine.resolve import deterministic_budget
+    from ruleengine.suggest import RESOLVE_SECONDS
 
-    analysis = analyze(path, rule_dirs, preset="all")
+    with deterministic_budget(RESOLVE_SECONDS):
+        analysis = analyze(path, rule_dirs, preset="all")
     groups = [sc.candidate.nodes for sc in analysis.resolution.chosen]
     return coverage.measure(analysis.graph, groups).coverage, analysis
 

@@ -8,6 +8,11 @@ else with CP-SAT (``exact.py``). After each round the chosen
 groups are contracted and checked for a cycle; a cycle adds a no-good cut, merges the
 components it touches, and that component is solved again, until none is left.
 ``solver="greedy"`` is the graph-autofusion reference: by net benefit, descending.
+
+The exact solver stops on ``time_limit_s`` of wall time (``fuse --time-limit``), or, given
+``deterministic_s`` (or within ``deterministic_budget``), on that much of CP-SAT's
+deterministic time summed over the resolve's solves, the wall limit then only a far
+safety net: the same answer whatever the machine's load (``suggest``'s measurements).
 """
 
 from __future__ import annotations
@@ -15,7 +20,9 @@ from __future__ import annotations
 import bisect
 import pickle
 import time
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from functools import cached_property
 from itertools import chain, compress, repeat
 from operator import attrgetter, gt, is_, is_not
@@ -52,7 +59,34 @@ CHAIN_FROM = 1000
 # candidates, > 20 min, against 0.2 s for CP-SAT on the whole component).
 UNSPLIT_FROM = 1000
 
-__all__ = ["SOLVERS", "LostCandidates", "Resolution", "resolve"]
+# With a deterministic budget, the wall limit is at least this many times the budget: a
+# far safety net (CP-SAT spends about a wall second per deterministic second on an idle
+# core; a process given a small share of a loaded machine gets far less).
+DETERMINISTIC_WALL_FACTOR = 40
+
+__all__ = [
+    "DETERMINISTIC_WALL_FACTOR",
+    "SOLVERS",
+    "LostCandidates",
+    "Resolution",
+    "deterministic_budget",
+    "resolve",
+]
+
+_BUDGET: ContextVar[float | None] = ContextVar("deterministic_budget", default=None)
+
+
+@contextmanager
+def deterministic_budget(seconds: float) -> Iterator[None]:
+    """Within it, every ``resolve`` not given its own ``deterministic_s`` stops its
+    solves on ``seconds`` of CP-SAT's deterministic time: for callers that reach the
+    selection stage through ``pipeline.analyze`` (``suggest``), whose answers must not
+    depend on the machine's load; ``fuse`` keeps its wall ``--time-limit``."""
+    token = _BUDGET.set(seconds)
+    try:
+        yield
+    finally:
+        _BUDGET.reset(token)
 
 
 def _net(sc: ScoredCandidate) -> int:
@@ -86,15 +120,23 @@ def resolve(
     time_limit_s: float = 30.0,
     seed: int = 0,
     jobs: int = 1,
+    deterministic_s: float | None = None,
 ) -> Resolution:
     """Choose the fused groups among the viable (``verdict == FUSE``) candidates.
 
     ``jobs`` > 1: the greedy choice (CP-SAT's hint) is made in a forked child while the
-    components are formed and solved here (the same choice)."""
+    components are formed and solved here (the same choice). ``deterministic_s`` (default:
+    the enclosing ``deterministic_budget``'s, else none): CP-SAT's solves stop once they
+    have spent that much deterministic time in all, and the wall limit becomes at least
+    ``DETERMINISTIC_WALL_FACTOR`` times it."""
     from ruleengine.runtime import paused_gc
 
+    if deterministic_s is None:
+        deterministic_s = _BUDGET.get()
+    if deterministic_s is not None:
+        time_limit_s = max(time_limit_s, DETERMINISTIC_WALL_FACTOR * deterministic_s)
     with paused_gc():
-        return _resolve(graph, scored, solver, time_limit_s, seed, jobs)
+        return _resolve(graph, scored, solver, time_limit_s, seed, jobs, deterministic_s)
 
 
 def _resolve(
@@ -104,6 +146,7 @@ def _resolve(
     time_limit_s: float,
     seed: int,
     jobs: int = 1,
+    deterministic_s: float | None = None,
 ) -> Resolution:
     if solver not in SOLVERS:
         raise UsageError(f"unknown solver {solver!r}; choose one of {', '.join(SOLVERS)}")
@@ -142,7 +185,7 @@ def _resolve(
         )
     greedy = _Greedy(graph, viable, jobs)
     chosen, status, bound, components = _solve_exact(
-        graph, viable, greedy, time_limit_s, seed, nets, sets
+        graph, viable, greedy, time_limit_s, seed, nets, sets, deterministic_s
     )
     objective = sum(_net(s) for s in chosen)
     if status != "OPTIMAL":  # an optimum is never below greedy's choice, which is feasible
@@ -429,11 +472,21 @@ def _solve_exact(
     seed: int,
     nets: list[int] | None = None,
     node_tuples: list[tuple[int, ...]] | None = None,
+    deterministic_s: float | None = None,
 ) -> tuple[list[ScoredCandidate], str, int, int]:
     """``nets`` and ``node_tuples``: the viable records' net bytes and nodes as node
     positions, when known without reading the records (``ScoredRecords``): the solvers
-    then number nodes by position (the names are read back for the cycle check)."""
+    then number nodes by position (the names are read back for the cycle check).
+    ``deterministic_s``: the CP-SAT solves' deterministic time in all (each solve gets
+    what is left, in the order they run, which does not depend on the load)."""
     deadline = time.perf_counter() + time_limit_s
+    spent = [0.0]  # deterministic time of the solves so far
+
+    def out_of_budget() -> bool:
+        if deterministic_s is not None and spent[0] >= deterministic_s:
+            return True
+        return time.perf_counter() > deadline
+
     # Only candidates that save something can be worth choosing.
     # (viable records all have a cost; C-level maps: 10^5 of them on a 2048-layer stack)
     if nets is None:
@@ -546,7 +599,9 @@ def _solve_exact(
                 hint=frozenset(hint),
                 time_limit_s=deadline - time.perf_counter(),
                 seed=seed,
+                deterministic_s=None if deterministic_s is None else deterministic_s - spent[0],
             )
+            spent[0] += sol.deterministic
             hit = (sol.selected, sol.status, sol.bound)
             if sol.status == "OPTIMAL":  # a time-limited answer is not reused
                 memo[key] = hit
@@ -564,7 +619,7 @@ def _solve_exact(
         else:
             groups = [frozenset(map(names.__getitem__, sets[i])) for i in selected]
             cycle = find_cycle(graph, groups)
-        if cycle is None or time.perf_counter() > deadline:
+        if cycle is None or out_of_budget():
             break
         cut = frozenset(selected[k] for k in cycle)
         cuts.append(cut)

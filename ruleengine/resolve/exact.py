@@ -25,6 +25,9 @@ class ComponentSolution:
     objective: int
     bound: int
     seconds: float
+    # CP-SAT's deterministic time spent (the same on every run of the same model: what a
+    # budget that must not depend on the machine's load is counted in)
+    deterministic: float = 0.0
 
 
 def solve_component(
@@ -131,7 +134,7 @@ def _set_parameters(
     # workers stopped at the 30 s limit; ring-shaped set packing, 2-core machine).
     params.max_time_in_seconds = max(0.01, time_limit_s)
     if deterministic_s is not None:
-        params.max_deterministic_time = deterministic_s
+        params.max_deterministic_time = max(0.0, deterministic_s)
     params.random_seed = seed
     params.num_workers = workers or 1
     # OR-Tools would catch Ctrl-C itself and then reset SIGINT to the default (kill, no
@@ -152,6 +155,7 @@ def _solution(response: Any, weights: Sequence[int]) -> ComponentSolution:
             round(response.objective_value),
             round(response.best_objective_bound),
             response.wall_time,
+            response.deterministic_time,
         )
     return ComponentSolution(
         frozenset(),
@@ -159,6 +163,7 @@ def _solution(response: Any, weights: Sequence[int]) -> ComponentSolution:
         0,
         sum(w for w in weights if w > 0),
         response.wall_time,
+        response.deterministic_time,
     )
 
 
@@ -217,5 +222,10 @@ def _solve_cp_model(
     if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         return _solution(solver.response_proto, weights)
     return ComponentSolution(
-        frozenset(), "UNKNOWN", 0, sum(w for w in weights if w > 0), solver.wall_time
+        frozenset(),
+        "UNKNOWN",
+        0,
+        sum(w for w in weights if w > 0),
+        solver.wall_time,
+        solver.deterministic_time,
     )

@@ -32,6 +32,7 @@ from ruleengine.cost.model import Target, Verdict
 from ruleengine.cost.scoring import GroupMemo, score_one
 from ruleengine.graph.model import Graph
 from ruleengine.match.model import Candidate
+from ruleengine.resolve import DETERMINISTIC_WALL_FACTOR
 
 # Pool caps: compute (non-view) ops per group and sets scored per graph; past them, merge
 # rounds grow the best partition's groups (bench/suggest.py reports which models' pools
@@ -42,9 +43,10 @@ MERGE_ROUNDS = 4
 MAX_CYCLE_CUTS = 200
 # Solves stop after SOLVE_SECONDS of CP-SAT's deterministic time (the same partition
 # whatever the machine's load: suggestions are deterministic), or WALL_FACTOR times as
-# many seconds of wall time on a very slow machine.
+# many seconds of wall time: a far safety net (8 until this round: a 10 s solve given
+# ~9% of a core on a loaded machine could reach that first).
 SOLVE_SECONDS = 30.0
-WALL_FACTOR = 8
+WALL_FACTOR = DETERMINISTIC_WALL_FACTOR
 _INDEX_DTYPES = frozenset({"int32", "int64"})
 
 

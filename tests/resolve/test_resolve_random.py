@@ -261,6 +261,25 @@ def test_time_limited_solve_reports_feasible_with_bound_and_gap(monkeypatch) -> 
     assert res.bound == 80 and res.gap == 0.25
 
 
+def test_a_deterministic_budget_bounds_the_solves_not_the_clock() -> None:
+    """``deterministic_s`` (or the enclosing ``deterministic_budget``, as suggest sets it)
+    stops CP-SAT on its deterministic time: none at all leaves greedy's choice (55, not
+    proven), whatever the wall limit; outside the budget the optimum (60) is found."""
+    from ruleengine.resolve import deterministic_budget
+
+    graph, cands = _crafted_chain()
+    cut = resolve(graph, cands, deterministic_s=0.0, time_limit_s=3600.0)
+    assert (cut.status, cut.objective) == ("FEASIBLE", 55)
+    with deterministic_budget(0.0):
+        inside = resolve(graph, cands)
+    assert (inside.status, inside.objective) == ("FEASIBLE", 55)
+    assert [c.candidate.rule for c in inside.chosen] == [c.candidate.rule for c in cut.chosen]
+    with deterministic_budget(30.0):
+        assert resolve(graph, cands).objective == 60
+    outside = resolve(graph, cands)
+    assert (outside.status, outside.objective) == ("OPTIMAL", 60)
+
+
 def test_no_solution_within_the_time_limit_falls_back_on_greedy(monkeypatch) -> None:
     import ruleengine.resolve.exact as exact_module
 
