@@ -7,7 +7,7 @@ the set of constraint types is the dict ``CHECKS`` below (the rule schema's enum
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from ruleengine.cost.model import Target
@@ -114,28 +114,41 @@ def check_shape_constraint(ctx: Context, c: Constraint) -> Failure | None:
     return None
 
 
-def check_memory_limit(ctx: Context, c: Constraint) -> Failure | None:
-    max_inter = c.fields.get("max_intermediate_size")
-    max_out = c.fields.get("max_output_size")
-    if max_inter is not None:
-        for t in ctx.io.intermediates:
-            n = ctx.graph.tensors[t].nbytes or 0
-            if n > int(max_inter):
-                return Failure(
-                    "constraint-memory-limit",
-                    f"memory_limit failed: intermediate {t} is {_fmt_bytes(n)} "
-                    f"> max_intermediate_size {_fmt_bytes(int(max_inter))}",
-                )
-    if max_out is not None:
-        for t in ctx.io.outputs:
-            n = ctx.graph.tensors[t].nbytes or 0
-            if n > int(max_out):
-                return Failure(
-                    "constraint-memory-limit",
-                    f"memory_limit failed: output {t} is {_fmt_bytes(n)} "
-                    f"> max_output_size {_fmt_bytes(int(max_out))}",
-                )
+def memory_limit_excess(
+    graph: Graph,
+    intermediates: Iterable[str],
+    outputs: Iterable[str],
+    limit: Mapping[str, object],
+) -> tuple[str, str, int, int] | None:
+    """The first tensor a ``memory_limit`` (its fields ``max_intermediate_size``,
+    ``max_output_size``) rejects: (``"intermediate"`` or ``"output"``, the tensor, its
+    bytes, the limit); None when every tensor fits. A tensor of unknown size fits. One
+    test for the constraint's check and for what ``suggest`` asks of its candidates
+    (whether a size-pinned draft would judge them alike)."""
+    for kind, field, tensors in (
+        ("intermediate", "max_intermediate_size", intermediates),
+        ("output", "max_output_size", outputs),
+    ):
+        most = limit.get(field)
+        if most is None:
+            continue
+        for t in tensors:
+            n = graph.tensors[t].nbytes or 0
+            if n > int(most):  # type: ignore[call-overload]
+                return kind, t, n, int(most)  # type: ignore[call-overload]
     return None
+
+
+def check_memory_limit(ctx: Context, c: Constraint) -> Failure | None:
+    over = memory_limit_excess(ctx.graph, ctx.io.intermediates, ctx.io.outputs, c.fields)
+    if over is None:
+        return None
+    kind, t, n, most = over
+    field = "max_intermediate_size" if kind == "intermediate" else "max_output_size"
+    return Failure(
+        "constraint-memory-limit",
+        f"memory_limit failed: {kind} {t} is {_fmt_bytes(n)} > {field} {_fmt_bytes(most)}",
+    )
 
 
 def workspace_bytes(ctx: Context) -> int:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from typing import NamedTuple
 
 from ruleengine.suggest.model import (
     Cluster,
@@ -314,9 +315,7 @@ def _bridges(name: str, before, after, drafts, note) -> list[DraftRule]:  # noqa
             priority = fitting_priority({*inst.absorbed_rules, rule}, priorities)
             fitted = _fitting_drafts(cluster, bridge, priority, after.target.name, graphs)
             if fitted:
-                alternatives.append(
-                    [DraftRule(bridge, text, cl, priority, pinned=pin) for cl, text, pin in fitted]
-                )
+                alternatives.append(_alternatives(bridge, priority, fitted))
     if not alternatives:
         return []
     note(f"drafting {len(alternatives)} bridge rule(s) for {name}")
@@ -563,7 +562,7 @@ def _draft(  # noqa: PLR0913
         if not fitted:
             dropped.append((name, "its pattern exceeds the matcher's clause budget"))
             continue
-        drafts.append([DraftRule(name, text, cl, priority, pinned=pin) for cl, text, pin in fitted])
+        drafts.append(_alternatives(name, priority, fitted))
     note("generating and running the rule tests")
     drafts, failed = _with_tests(drafts, graphs)
     dropped += failed
@@ -694,15 +693,35 @@ SPREADS = (1, 0, None)
 DRAFT_CLAUSES = 64
 
 
+class Fitted(NamedTuple):
+    """One draft of a cluster: its text, whether it is pinned (a narrowing only), and for
+    a size-pinned one, the same draft unpinned and the ``memory_limit`` fields."""
+
+    cluster: Cluster
+    text: str
+    pinned: bool
+    unsized: tuple[str, Mapping[str, int]] | None = None
+
+
+def _alternatives(name: str, priority: int, fitted: Sequence[Fitted]) -> list[DraftRule]:
+    """The cluster's drafts as rules (most general first), each knowing the size-pinned
+    forms' unpinned drafts and limits (what the pruning compares, never read back)."""
+    unsized = {f.text: f.unsized for f in fitted if f.unsized is not None}
+    return [
+        DraftRule(name, f.text, f.cluster, priority, pinned=f.pinned, unsized=unsized)
+        for f in fitted
+    ]
+
+
 def _fitting_drafts(  # noqa: ANN001
     c: Cluster, name: str, priority: int, target: str, graphs
-) -> list[tuple[Cluster, str, bool]]:
+) -> list[Fitted]:
     """The cluster's drafts whose clauses fit the matcher's budget, most general first
     (epilogue chains +-1, as found, ops as found); composites in a row multiply clauses,
     so where none fits they are spelled out as ONNX ops. A pattern that would be one
     repeated op (a bare elementwise chain) keeps its ops."""
     from ruleengine.match.compile import MAX_CLAUSES_PER_RULE
-    from ruleengine.suggest.emit import chains, draft, shared_params
+    from ruleengine.suggest.emit import chains, draft, shared_params, size_limit
 
     def node_of(model: str, name: str):  # noqa: ANN202
         return graphs[model].node(name)
@@ -737,13 +756,17 @@ def _fitting_drafts(  # noqa: ANN001
             # same structure on larger tensors elsewhere (a longer sequence) no longer
             # matches, where neither attributes nor input counts tell it apart
             sizes = _largest_sizes(cluster, graphs)
+            unsized: dict[str, tuple[str, Mapping[str, int]]] = {}
             if sizes != (None, None):
-                for spread in spreads:
+                plain = list(out)  # the unpinned drafts, one per spread, in order
+                for spread, was in zip(spreads, plain, strict=True):
                     _, text = draft(cluster, name, priority, target, spread, sizes=sizes)
-                    pinned.setdefault(text, cluster)
+                    if text not in pinned:
+                        pinned[text] = cluster
+                        unsized[text] = (was, size_limit(sizes))
             return [
-                *((cl, text, False) for text, cl in out.items()),
-                *((cl, text, True) for text, cl in pinned.items()),
+                *(Fitted(cl, text, False) for text, cl in out.items()),
+                *(Fitted(cl, text, True, unsized.get(text)) for text, cl in pinned.items()),
             ]
     return []
 
@@ -912,6 +935,7 @@ def _prune(  # noqa: ANN001, C901, PLR0915
     from dataclasses import replace
 
     from ruleengine import coverage
+    from ruleengine.cost.constraints import memory_limit_excess
     from ruleengine.cost.scoring import _reduce_duplicates
     from ruleengine.resolve import resolve
     from ruleengine.suggest.emit import PINNED_NOTE
@@ -948,23 +972,14 @@ def _prune(  # noqa: ANN001, C901, PLR0915
         return alt_scored[d.name, i]
 
     tested_memo: dict[str, DraftRule | None] = {}
-    unsized: dict[str, tuple[str, dict] | None] = {}  # text -> (draft unpinned, limit)
 
-    def as_unsized(text: str) -> tuple[str, dict] | None:
-        if text not in unsized:
-            unsized[text] = _unsized(text)
-        return unsized[text]
-
-    def fits(sc, graph, limit: dict) -> bool:  # noqa: ANN001
-        for field, most in (
-            ("intermediates", "max_intermediate_size"),
-            ("outputs", "max_output_size"),
-        ):
-            if most in limit and any(
-                (graph.tensors[t].nbytes or 0) > limit[most] for t in sc.details.get(field, ())
-            ):
-                return False
-        return True
+    def fits(sc, graph, limit: Mapping[str, int]) -> bool:  # noqa: ANN001
+        return (
+            memory_limit_excess(
+                graph, sc.details.get("intermediates", ()), sc.details.get("outputs", ()), limit
+            )
+            is None
+        )
 
     def no_change(d: DraftRule, i: int) -> bool:
         """A size-pinned narrowing whose unpinned draft is the rule's current one or a
@@ -972,7 +987,7 @@ def _prune(  # noqa: ANN001, C901, PLR0915
         the same candidates, judged alike (the constraint is the cost stage's, checked
         on each candidate), so its trial is the unpinned one's (no gain, or the plain
         narrowing's, which wins ties): not matched again."""
-        got = as_unsized(d.narrower[i][1])
+        got = d.unsized.get(d.narrower[i][1])
         if got is None:
             return False
         plain, limit = got
@@ -1061,30 +1076,6 @@ def _prune(  # noqa: ANN001, C901, PLR0915
     if graphs is not None:
         kept = [_with_kernel(d, graphs) if d.name in swapped else d for d in kept]
     return kept, dropped
-
-
-def _unsized(text: str) -> tuple[str, dict] | None:
-    """A draft pinned to its regions' tensor sizes alone (``emit.draft`` with ``sizes``):
-    the text of the same draft unpinned, and the limit; else None. Text, not YAML read
-    back (the pruning asks for every narrowing of every rule): the pinned draft is its
-    unpinned text with the ``memory_limit`` entry and one description line added."""
-    from ruleengine.suggest.emit import PINNED_NOTE
-
-    if "- type: memory_limit\n" not in text:
-        return None
-    lines = text.split("\n")
-    at = lines.index("- type: memory_limit")
-    limit: dict = {}
-    end = at + 1
-    while end < len(lines) and lines[end].startswith("  max_"):
-        field, _, value = lines[end].strip().partition(": ")
-        limit[field] = int(value)
-        end += 1
-    notes = [k for k, line in enumerate(lines) if line.startswith(f"  {PINNED_NOTE} (tensor sizes")]
-    if not limit or len(notes) != 1:
-        return None
-    kept = [line for k, line in enumerate(lines) if not (at <= k < end or k == notes[0])]
-    return "\n".join(kept), limit
 
 
 def _scored_rule(name: str, text: str, analysis) -> list:  # noqa: ANN001

@@ -260,6 +260,13 @@ def describe(cluster: Cluster, target: str, spread: int | None = None) -> str:
     return "\n".join(lines)
 
 
+def size_limit(sizes: tuple[int | None, int | None]) -> dict[str, int]:
+    """The ``memory_limit`` fields pinning the largest intermediate and output tensor
+    (bytes; None: not pinned) of a draft's regions, as ``draft(..., sizes=)`` writes them."""
+    fields = ("max_intermediate_size", "max_output_size")
+    return {f: n for f, n in zip(fields, sizes, strict=True) if n is not None}
+
+
 def draft(  # noqa: PLR0913
     cluster: Cluster,
     name: str,
@@ -283,12 +290,7 @@ def draft(  # noqa: PLR0913
     if dtypes:
         constraints.append({"type": "dtype_match", "allowed_dtypes": dtypes})
     if sizes is not None and any(n is not None for n in sizes):
-        limit: dict = {"type": "memory_limit"}
-        if sizes[0] is not None:
-            limit["max_intermediate_size"] = sizes[0]
-        if sizes[1] is not None:
-            limit["max_output_size"] = sizes[1]
-        constraints.append(limit)
+        constraints.append({"type": "memory_limit", **size_limit(sizes)})
     match: dict = {"ops": pattern_ops(cluster, spread, pins)}
     subgraph: dict = {}
     if counts is not None:

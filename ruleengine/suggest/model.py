@@ -58,6 +58,11 @@ class DraftRule:
     narrower: tuple[tuple[Cluster, str], ...] = field(default=(), compare=False, repr=False)
     # attribute values of its regions pinned (``emit.shared_params``): a narrowing only
     pinned: bool = field(default=False, compare=False)
+    # per size-pinned draft among itself and its narrowings (text): the same draft
+    # unpinned and the ``memory_limit`` fields, recorded where both were drafted
+    unsized: Mapping[str, tuple[str, Mapping[str, int]]] = field(
+        default_factory=dict, compare=False, repr=False
+    )
 
     @property
     def target_op(self) -> str:

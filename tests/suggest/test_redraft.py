@@ -229,7 +229,13 @@ def test_a_rule_is_pinned_to_its_regions_tensor_sizes(tmp_path):
     to it: the larger place is left to the Gemm -> Relu -> Sigmoid -> Tanh rule and
     everything fusable is captured (left out, the rule's own region stays unfused)."""
     from ruleengine.pipeline import analyze
-    from ruleengine.suggest import DraftRule, _fitting_drafts, _largest_sizes, _prune, _unsized
+    from ruleengine.suggest import (
+        DraftRule,
+        _alternatives,
+        _fitting_drafts,
+        _largest_sizes,
+        _prune,
+    )
     from ruleengine.suggest.emit import PINNED_NOTE
     from ruleengine.suggest.model import Cluster
 
@@ -238,20 +244,37 @@ def test_a_rule_is_pinned_to_its_regions_tensor_sizes(tmp_path):
     # h1 is 64 x 1024 float32 inside, y1 64 x 64 float32 out
     assert _largest_sizes(cluster, graphs) == (64 * 1024 * 4, 64 * 64 * 4)
     fitted = _fitting_drafts(cluster, "draft_p", 0, "ascend910b", graphs)
-    general = fitted[0][1]
-    assert not fitted[0][2] and "memory_limit" not in general
-    sized = [text for _, text, pin in fitted if pin and "memory_limit" in text]
-    assert sized and all(PINNED_NOTE in t and "max_intermediate_size: 262144" in t for t in sized)
-    # each is its unpinned draft with the limit added (what the pruning compares)
-    plain = [text for _, text, pin in fitted if not pin]
+    general = fitted[0].text
+    assert not fitted[0].pinned and "memory_limit" not in general
+    sized = [f for f in fitted if f.pinned and "memory_limit" in f.text]
+    assert sized and all(
+        PINNED_NOTE in f.text and "max_intermediate_size: 262144" in f.text for f in sized
+    )
+    # each is recorded with its unpinned draft and the limit (what the pruning compares):
+    # the unpinned text is the pinned one without the constraint and the note's line
+    plain = [f.text for f in fitted if not f.pinned]
     limit = {"max_intermediate_size": 262144, "max_output_size": 16384}
-    assert [_unsized(t) for t in sized] == [(t, limit) for t in plain]
-    assert _unsized(general) is None
+    assert [f.unsized for f in sized] == [(t, limit) for t in plain]
+    for f in sized:
+        lines = f.text.split("\n")
+        at = lines.index("- type: memory_limit")
+        note = next(k for k, line in enumerate(lines) if PINNED_NOTE in line)
+        kept = [x for k, x in enumerate(lines) if not (at <= k <= at + 2 or k == note)]
+        assert "\n".join(kept) == f.unsized[0]
+    assert all(f.unsized is None for f in fitted if f not in sized)
+    assert _alternatives("draft_p", 0, fitted)[0].unsized == {f.text: f.unsized for f in sized}
     (folder / "draft_p.yaml").write_text(general)
     a = analyze(model, [folder])
     assert [sc.candidate.rule for sc in a.resolution.chosen] == ["draft_p", "draft_p"]
     before = coverage.measure(a.graph, [sc.candidate.nodes for sc in a.resolution.chosen])
-    d = DraftRule("draft_p", general, cluster, 0, narrower=tuple((c, t) for c, t, _ in fitted[1:]))
+    d = DraftRule(
+        "draft_p",
+        general,
+        cluster,
+        0,
+        narrower=tuple((f.cluster, f.text) for f in fitted[1:]),
+        unsized={f.text: f.unsized for f in sized},
+    )
     q = DraftRule("draft_q", _GEMM_RELU_SIGMOID, Cluster((), ()), 0)
     kept, dropped = _prune([d, q], [a], ["m.onnx"], graphs)
     assert dropped == []
@@ -271,7 +294,7 @@ def test_a_size_pin_that_changes_nothing_is_not_matched_again(tmp_path, monkeypa
     import ruleengine.suggest as suggest_mod
     from ruleengine.pipeline import analyze
     from ruleengine.suggest import DraftRule, _largest_sizes, _prune
-    from ruleengine.suggest.emit import draft, shared_params
+    from ruleengine.suggest.emit import draft, shared_params, size_limit
     from ruleengine.suggest.model import Cluster
 
     model, folder, first, cluster = _gemm_gemm_relu_cluster(PLACES, tmp_path)
@@ -295,7 +318,14 @@ def test_a_size_pin_that_changes_nothing_is_not_matched_again(tmp_path, monkeypa
         return real(name, text, analysis)
 
     monkeypatch.setattr(suggest_mod, "_scored_rule", counted)
-    d = DraftRule("draft_p", general, cluster, 0, narrower=tuple((cluster, t) for t in narrower))
+    d = DraftRule(
+        "draft_p",
+        general,
+        cluster,
+        0,
+        narrower=tuple((cluster, t) for t in narrower),
+        unsized={narrower[0]: (general, size_limit(sizes))},
+    )
     q = DraftRule("draft_q", _GEMM_RELU_SIGMOID, Cluster((), ()), 0)
     kept, dropped = _prune([d, q], [a], ["m.onnx"], graphs)
     assert dropped == [] and "transB: 1" in kept[0].text and "memory_limit" not in kept[0].text
