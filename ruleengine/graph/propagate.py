@@ -27,9 +27,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ruleengine.graph import onnxlite
+from ruleengine.graph import onnxlite, segments
 from ruleengine.graph.forked import FORK_FROM_NODES
 from ruleengine.graph.onnxlite import TensorProto
+from ruleengine.graph.segments import NodeFields
 
 if TYPE_CHECKING:
     import onnx
@@ -440,6 +441,7 @@ class PendingShapes:
         folder: Path | None = None,
         reader: TypeReader | None = None,
         jobs: int = 1,
+        fields: NodeFields | None = None,
     ) -> None:
         from ruleengine.graph.forked import Forked, forkable
 
@@ -448,9 +450,9 @@ class PendingShapes:
         self._child: Forked | None = None
         if len(model.graph.node) >= FORK_FROM_NODES and forkable(jobs):
             # the child serializes the model it sees copy-on-write: none of it here
-            self._child = Forked(_pickled_model_types, model, opset, folder, reader)
+            self._child = Forked(_pickled_model_types, model, opset, folder, reader, fields)
         else:
-            self._work = _work(model, opset, folder, reader)
+            self._work = _work(model, opset, folder, reader, fields)
 
     def result(self, stats: dict[str, Any] | None = None) -> dict[str, tuple[int, tuple | None]]:
         """What ``resolve_shapes`` returns (raises what the inference raised)."""
@@ -462,19 +464,51 @@ class PendingShapes:
             return out
         assert self._work is not None
         work, self._work = self._work, None
-        return _types(*work, stats)
+        if isinstance(work[0], bytes):
+            return _types(*work, stats)
+        return _segmented(*work, stats)
 
 
-def _work(model: onnx.ModelProto, opset: int, folder: Path | None, reader: TypeReader) -> tuple:
+def _work(
+    model: onnx.ModelProto,
+    opset: int,
+    folder: Path | None,
+    reader: TypeReader,
+    fields: NodeFields | None = None,
+) -> tuple:
     """``_types``'s arguments for ``model``: its bytes, with small external integers
-    written in, and whether to propagate data."""
-    data = _serialized_with_values(model, _external_ints(model, folder))
+    written in, and whether to propagate data; or, for a long graph that can be inferred
+    in segments (``segments.segmentable``), ``_segmented``'s arguments."""
+    inline = _external_ints(model, folder)
     # Data propagation (symbolic dims carried through Shape -> Gather -> Concat) only
     # when a graph input has a symbolic dim: the value pass of ``_resolved`` covers
     # static inputs, and data propagation peaks at several times the graph's memory
     # on LLM-size models (docs/shapes.md).
     data_prop = _symbolic_inputs(model, reader)
+    if fields is not None and segments.segmentable(model, data_prop, fields):
+        return (model, fields, inline, opset, folder, reader)
+    data = _serialized_with_values(model, inline)
     return (data, data_prop, list(model.opset_import), opset, folder, reader)
+
+
+def _segmented(
+    model: onnx.ModelProto,
+    fields: NodeFields,
+    inline: Mapping[int, Value],
+    opset: int,
+    folder: Path | None,
+    reader: TypeReader,
+    stats: dict[str, Any] | None,
+) -> dict[str, tuple[int, tuple | None]]:
+    """``_types`` of a long graph: ONNX's inference run in segments
+    (``segments.segmented_types``: the same types as one whole call), else (segmenting
+    could differ) the one whole call."""
+    imports = list(model.opset_import)
+    entries = segments.segmented_types(model, fields, inline, reader)
+    if entries is None:
+        data = _serialized_with_values(model, inline)
+        return _types(data, False, imports, opset, folder, reader, stats)
+    return _completed(entries, None, model.graph, imports, opset, stats, folder)
 
 
 def _types(
@@ -493,11 +527,17 @@ def _types(
 
 
 def _pickled_model_types(
-    model: onnx.ModelProto, opset: int, folder: Path | None, reader: TypeReader
+    model: onnx.ModelProto,
+    opset: int,
+    folder: Path | None,
+    reader: TypeReader,
+    fields: NodeFields | None = None,
 ) -> bytes:
-    """The forked child's work: ``_types`` of ``model`` and its counts, pickled."""
+    """The forked child's work: ``_types`` (or ``_segmented``) of ``model`` and its
+    counts, pickled."""
     stats: dict[str, Any] = {}
-    out = _types(*_work(model, opset, folder, reader), stats)
+    work = _work(model, opset, folder, reader, fields)
+    out = _types(*work, stats) if isinstance(work[0], bytes) else _segmented(*work, stats)
     return pickle.dumps((out, stats), protocol=pickle.HIGHEST_PROTOCOL)
 
 
@@ -533,6 +573,23 @@ def _resolved(
         got = reader.read(vi.type)
         if got is not None:
             out[vi.name] = got
+    return _completed(out, (g, reader), g, imports, opset, stats, folder)
+
+
+def _completed(
+    out: dict[str, tuple[int, tuple | None]],
+    inferred: tuple[onnx.GraphProto, TypeReader] | None,
+    g: onnx.GraphProto,
+    imports: list[onnx.OperatorSetIdProto],
+    opset: int,
+    stats: dict[str, Any] | None,
+    folder: Path | None,
+) -> dict[str, tuple[int, tuple | None]]:
+    """``_resolved`` once ``out`` holds the inferred types of the graph's inputs, inferred
+    tensors and outputs: the initializers' types, then the per-node pass where a shape
+    is not static. ``inferred``: the inferred graph whose TypeProtos the per-node pass
+    starts from, or None to build them from ``out`` (segmented inference); ``g``: the
+    graph whose nodes and initializers are read."""
     for init in g.initializer:
         out[init.name] = (init.data_type, tuple(init.dims))
     reinferred = improved = 0
@@ -540,9 +597,18 @@ def _resolved(
     if not all(_static(s) for s in set(map(itemgetter(1), out.values()))):
         # name -> TypeProto for the per-node pass; initializers' are built only when read
         types: dict[str, onnx.TypeProto] = {}
-        for vi in chain(g.input, g.value_info, g.output):
-            if reader.read(vi.type) is not None:
-                types[vi.name] = vi.type
+        if inferred is not None:
+            ig, reader = inferred
+            for vi in chain(ig.input, ig.value_info, ig.output):
+                if reader.read(vi.type) is not None:
+                    types[vi.name] = vi.type
+        else:
+            built: dict[tuple, onnx.TypeProto] = {}
+            for name, got in out.items():
+                tp = built.get(got)
+                if tp is None:
+                    tp = built[got] = segments.type_proto(*got)
+                types[name] = tp
         init_types: dict[str, tuple[int, tuple[int, ...]]] = {}
         for init in g.initializer:
             init_types[init.name] = (init.data_type, tuple(init.dims))

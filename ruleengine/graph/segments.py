@@ -1,0 +1,455 @@
+"""ONNX's whole-graph shape inference of a long graph, run in segments.
+
+One ``infer_shapes`` call on a whole 2048-layer stack costs more per node than on a
+512-layer one (onnx's own tables outgrow the caches: 0.12 -> 0.55-0.78 s warm, 4.5-6.5x
+for 4x the nodes), while the same nodes inferred in runs of a few thousand cost 0.075 ->
+0.28 s (3.75x): docs/speed.md. So a long graph is cut, in file order, into segments of
+``SEGMENT_NODES`` nodes, and each segment is inferred as a small model of its own:
+
+* its inputs are what its nodes read from outside it: the model's graph inputs (their
+  declared ``ValueInfoProto``), initializers (copied when they hold at most
+  ``VALUE_NUMEL`` elements, a typed input otherwise: weight bytes are never copied), and
+  the outputs of earlier segments with the types inferred there; a small ``Constant``
+  node of an earlier segment is copied in, so a Reshape, Expand or Slice reads its value
+  as in one whole call;
+* its outputs are the model's graph outputs that its nodes produce (their declared
+  types, which onnx merges with what it infers, as in one whole call);
+* onnx names a dim it cannot know ``unk__N``, numbering them in one counter per call and
+  skipping names the model already uses. Each segment's counter starts at 0, so the
+  names it makes are renumbered to continue the whole call's counter: a probe node at
+  the end of each segment (``NonZero`` of a 1-element input: its second dim is always
+  made) tells where the segment's counter stopped, names made and then dropped (merged
+  into a declared output) included.
+
+The result is what one whole call gives, entry for entry (tests/graph/test_segments.py
+checks it against one whole call, ``unk__`` names included). ``segmented_types`` returns
+None, and the caller makes the one whole call, when segmenting could differ from it:
+data propagation (its partial values do not cross a segment), control flow or other
+subgraphs, model-local functions, sparse initializers, a non-tensor type at a segment's
+edge or among the declared inputs and outputs, a name read before (or without) being
+produced, an IR version below 4 or an opset without ``NonZero``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+import numpy as np
+
+from ruleengine.graph import onnxlite
+
+if TYPE_CHECKING:
+    import onnx
+
+    from ruleengine.graph.propagate import TypeReader
+
+# Nodes per segment, and the fewest nodes worth segmenting (measured: docs/speed.md).
+SEGMENT_NODES = 2000
+SEGMENT_FROM_NODES = 8000
+
+# Initializers and Constant values of at most this many elements are carried into a
+# segment as values (shape vectors, axes, scalars: what an op's inference may read);
+# larger ones become typed inputs.
+VALUE_NUMEL = 4096
+
+_CONTROL_FLOW = frozenset({"If", "Loop", "Scan", "SequenceMap"})
+_STANDARD = frozenset({"", "ai.onnx", "ai.onnx.ml"})
+_GRAPH_ATTRS = (5, 10)  # AttributeProto.GRAPH, GRAPHS
+_PROBE = "__autofusion_segment_probe__"
+_PREFIX = "unk__"
+
+Shape = tuple  # dims: int, str (symbolic) or None (unknown); see propagate.type_shape
+Entry = tuple[int, Shape | None]  # (ONNX element type, shape)
+
+
+class NodeFields(NamedTuple):
+    """The fields of every node, in file order, as the loader reads them once."""
+
+    nodes: Sequence[Any]  # the NodeProtos
+    ins: Sequence[tuple[str, ...]]
+    outs: Sequence[tuple[str, ...]]
+    ops: Sequence[str]
+    doms: Sequence[str]
+
+
+def _varint(n: int) -> bytes:
+    n &= 0xFFFFFFFFFFFFFFFF  # negative int64: ten bytes, as protobuf writes them
+    out = bytearray()
+    while True:
+        b = n & 0x7F
+        n >>= 7
+        if n:
+            out.append(b | 0x80)
+        else:
+            out.append(b)
+            return bytes(out)
+
+
+_SMALL = [bytes([i]) for i in range(128)]  # the varints of 0..127: one byte each
+
+
+def _field(number: int, payload: bytes) -> bytes:
+    """A length-delimited protobuf field."""
+    n = len(payload)
+    return _SMALL[number << 3 | 2] + (_SMALL[n] if n < 128 else _varint(n)) + payload
+
+
+def _type_bytes(elem: int, shape: Shape | None) -> bytes:
+    """A serialized TypeProto of a tensor (dims as ``type_shape`` reads them back)."""
+    tensor = b"\x08" + _varint(elem)
+    if shape is not None:
+        dims = b""
+        for d in shape:
+            if d is None:
+                dims += _field(1, b"")
+            elif isinstance(d, str):
+                dims += _field(1, _field(2, d.encode()))
+            else:
+                dims += _field(1, b"\x08" + _varint(int(d)))
+        tensor += _field(2, dims)
+    return _field(1, tensor)
+
+
+def type_proto(elem: int, shape: Shape | None) -> onnx.TypeProto:
+    """The TypeProto of a tensor type as ``propagate.type_shape`` reads it."""
+    return onnxlite.TypeProto.FromString(_type_bytes(elem, shape))
+
+
+def _value_info(name: str, type_bytes: bytes) -> bytes:
+    return _field(1, name.encode()) + _field(2, type_bytes)
+
+
+def _symbols(shape: Shape | None) -> Iterator[str]:
+    if shape:
+        for d in shape:
+            if isinstance(d, str):
+                yield d
+
+
+class _Counter:
+    """The whole call's ``unk__`` counter: the next index to try, and the names the
+    model itself uses (skipped, as onnx's symbol table skips them)."""
+
+    def __init__(self, existing: set[str]) -> None:
+        self.next = 0
+        self.existing = existing
+
+    def take(self, n: int) -> list[str]:
+        out: list[str] = []
+        while len(out) < n:
+            name = f"{_PREFIX}{self.next}"
+            self.next += 1
+            if name not in self.existing:
+                out.append(name)
+        return out
+
+
+def _made_in_segment(probe: int, seen: set[str]) -> list[str]:
+    """The names a segment's own counter made, in order: every ``unk__i`` below the
+    probe's that the segment did not already know."""
+    return [f"{_PREFIX}{i}" for i in range(probe) if f"{_PREFIX}{i}" not in seen]
+
+
+def segmentable(model: onnx.ModelProto, data_prop: bool, fields: NodeFields) -> bool:
+    """Whether ``segmented_types`` may run on ``model`` (the cheap checks: the others
+    are made while segmenting)."""
+    ops = fields.ops
+    if data_prop or len(ops) < SEGMENT_FROM_NODES or model.ir_version < 4:
+        return False
+    if len(model.functions) or len(model.graph.sparse_initializer):
+        return False
+    opset = {o.domain or "": o.version for o in model.opset_import}.get("")
+    if opset is None or opset < 9:  # the probe is a NonZero
+        return False
+    if _CONTROL_FLOW.intersection(ops):
+        return False
+    nodes = fields.nodes
+    for i, dom in enumerate(fields.doms):
+        if dom not in _STANDARD:  # an op onnx does not know may still carry a subgraph
+            if any(a.type in _GRAPH_ATTRS for a in nodes[i].attribute):
+                return False
+    return True
+
+
+def segmented_types(
+    model: onnx.ModelProto,
+    fields: NodeFields,
+    inline: Mapping[int, np.ndarray],
+    reader: TypeReader,
+    size: int | None = None,
+) -> dict[str, Entry] | None:
+    """name -> (element type, shape) of the graph's inputs, of every tensor onnx's
+    inference types and of the graph's outputs, in that order: what ``propagate`` reads
+    from one whole ``infer_shapes`` call of ``model`` (without value_info, data
+    propagation off), made in segments of ``size`` nodes (``SEGMENT_NODES``).
+    ``fields``: the nodes and their fields, in file order; ``inline``: initializers (by
+    position) whose small integer values, kept in external data, are written in, as in
+    the whole call. None when segmenting could differ from the whole call."""
+    g = model.graph
+    nodes, ins, outs, ops = fields.nodes, fields.ins, fields.outs, fields.ops
+    size = size or SEGMENT_NODES
+    # The declared graph inputs and outputs: their types, and the names they use.
+    inputs: dict[str, int] = {}
+    in_order: list[tuple[str, Entry]] = []
+    for k, vi in enumerate(g.input):
+        name = vi.name
+        inputs.setdefault(name, k)
+        if vi.HasField("type"):
+            got = reader.read(vi.type)
+            if got is None:
+                return None  # a sequence or map: its names are not read here
+            in_order.append((name, got))
+    declared = dict(in_order)
+    outputs: dict[str, int] = {}
+    out_declared: dict[str, Entry] = {}
+    for k, vi in enumerate(g.output):
+        outputs.setdefault(vi.name, k)
+        if vi.HasField("type"):
+            got = reader.read(vi.type)
+            if got is None:
+                return None
+            out_declared[vi.name] = got
+    existing = {d for _, s in {*declared.values(), *out_declared.values()} for d in _symbols(s)}
+    inits: dict[str, int] = {}
+    for k, t in enumerate(g.initializer):
+        inits.setdefault(t.name, k)
+    probe_out = _PROBE + "_out"
+    if {_PROBE, probe_out} & (inputs.keys() | outputs.keys() | inits.keys()):
+        return None
+    starts = _node_starts(g, len(nodes))
+    if starts is None:
+        return None
+    node_bytes, starts = starts
+    constants = {outs[i][0]: i for i, op in enumerate(ops) if op == "Constant" and outs[i]}
+
+    header = onnxlite.ModelProto()
+    header.ir_version = model.ir_version
+    header.opset_import.extend(model.opset_import)
+    head = header.SerializeToString()
+    probe = _field(11, _value_info(_PROBE, _type_bytes(1, (1,)))) + _field(
+        1,
+        _field(1, _PROBE.encode()) + _field(2, probe_out.encode()) + _field(4, b"NonZero"),
+    )
+    counter = _Counter(existing)
+    # every node output typed so far (the whole call's names), in the whole call's
+    # value_info order; the graph outputs, as merged with their declared types
+    types: dict[str, Entry] = {}
+    out_types: dict[str, Entry] = {}
+    sym_cache: dict[Shape, tuple[str, ...]] = {}  # shape -> its symbolic dims
+
+    def syms(shape: Shape) -> tuple[str, ...]:
+        got = sym_cache.get(shape)
+        if got is None:
+            got = sym_cache[shape] = tuple(_symbols(shape))
+        return got
+
+    produced: list[set[str]] = []  # node outputs of the segments done (untyped ones too)
+    typed_bytes: dict[Entry, bytes] = {}
+    for a in range(0, len(ops), size):
+        b = min(a + size, len(ops))
+        made: set[str] = set().union(*outs[a:b])
+        needed = set().union(*ins[a:b]) - made
+        made.discard("")
+        needed.discard("")
+        if _PROBE in needed or probe_out in needed or _PROBE in made or probe_out in made:
+            return None
+        parts: list[bytes] = []  # the Constants copied in, then (below) the nodes
+        carried: set[str] = set()  # Constant outputs copied in (not inferred here)
+        seen_syms: set[str] = set()  # the names this segment's symbol table starts with
+        for t in sorted(needed):
+            if t in inputs:
+                got = declared.get(t)
+                # a tensor type with its element type and every dim known or named (a
+                # dim read as None may be an empty name: as declared, then)
+                if got is not None and got[0] and (got[1] is None or None not in got[1]):
+                    tb = typed_bytes.get(got)
+                    if tb is None:
+                        tb = typed_bytes[got] = _type_bytes(*got)
+                    parts.append(_field(11, _value_info(t, tb)))
+                    if got[1]:
+                        seen_syms.update(syms(got[1]))
+                else:  # as declared (no type, or no element type)
+                    parts.append(_field(11, g.input[inputs[t]].SerializeToString()))
+                    if got is not None and got[1]:
+                        seen_syms.update(syms(got[1]))
+                if t in inits:
+                    init = g.initializer[inits[t]]
+                    if _numel(init) <= VALUE_NUMEL:
+                        parts.append(_field(5, _init_bytes(init, inits[t], inline)))
+                continue
+            if t in inits:
+                init = g.initializer[inits[t]]
+                if _numel(init) <= VALUE_NUMEL:
+                    parts.append(_field(5, _init_bytes(init, inits[t], inline)))
+                else:  # a weight: its type only
+                    got = (init.data_type, tuple(init.dims))
+                    if not got[0]:
+                        return None
+                    tb = typed_bytes.get(got)
+                    if tb is None:
+                        tb = typed_bytes[got] = _type_bytes(*got)
+                    parts.append(_field(11, _value_info(t, tb)))
+                continue
+            j = constants.get(t)
+            if j is not None and j < a and _small_constant(nodes[j]):
+                parts.insert(len(carried), node_bytes[starts[j] : starts[j + 1]])
+                carried.add(t)
+                continue
+            got = types.get(t) or out_types.get(t)
+            if got is not None:
+                if got[1] is not None and None in got[1]:
+                    return None  # an empty dim name (onnx names every unknown dim)
+                tb = typed_bytes.get(got)
+                if tb is None:
+                    tb = typed_bytes[got] = _type_bytes(*got)
+                parts.append(_field(11, _value_info(t, tb)))
+                if got[1]:
+                    seen_syms.update(syms(got[1]))
+                continue
+            if any(t in earlier for earlier in produced):
+                continue  # an earlier node's output onnx left untyped: untyped here too
+            return None  # read before it is produced (or never): the whole call
+        parts.insert(len(carried), node_bytes[starts[a] : starts[b]])
+        for t in sorted(made.intersection(outputs), key=outputs.__getitem__):
+            parts.append(_field(12, g.output[outputs[t]].SerializeToString()))
+            seen_syms.update(_symbols(out_declared.get(t, (0, None))[1]))
+        parts.append(probe)
+        data = b"".join(parts)
+        del parts
+        result = onnxlite.parse_model(onnxlite.infer_shapes_bytes(head + _field(7, data), False))
+        del data
+        rg = result.graph
+        vis = rg.value_info
+        # the probe, last: where the segment's counter stopped
+        stop = reader.read(vis[len(vis) - 1].type) if len(vis) else None
+        if len(vis) == 0 or vis[len(vis) - 1].name != probe_out or stop is None:
+            return None
+        last = stop[1][-1] if stop[1] else None
+        if not isinstance(last, str) or not last.startswith(_PREFIX):
+            return None  # (the probe's dim is always made: a different onnx)
+        if not last[len(_PREFIX) :].isdigit():
+            return None
+        # the segment's own names, renumbered as the whole call numbers them
+        own = _made_in_segment(int(last[len(_PREFIX) :]), seen_syms)
+        rename = dict(zip(own, counter.take(len(own)), strict=True)) if own else None
+        fixed: dict[Entry, Entry] = {}  # (each distinct entry renamed once)
+        read = reader.read
+        for vi in vis:
+            got = read(vi.type)
+            name = vi.name
+            if got is None:
+                if name in made:  # a node output of no tensor type: not representable
+                    return None
+                continue
+            if carried and name in carried:
+                continue
+            if rename is not None:
+                got = _renamed(got, rename, fixed)
+            types[name] = got
+        del types[probe_out]
+        for vi in rg.output:
+            if not vi.HasField("type"):
+                continue  # (its inferred type went to value_info, as in one call)
+            got = read(vi.type)
+            if got is None:
+                return None
+            if rename is not None:
+                got = _renamed(got, rename, fixed)
+            out_types[vi.name] = got
+        del result, rg, vis
+        produced.append(made)
+    entries: dict[str, Entry] = dict(in_order)
+    entries.update(types)
+    for vi in g.output:
+        got = out_types.get(vi.name)
+        if got is None:
+            got = out_declared.get(vi.name)  # produced by no node: as declared
+        if got is not None:
+            entries[vi.name] = got
+    return entries
+
+
+def _renamed(got: Entry, rename: dict[str, str], fixed: dict[Entry, Entry]) -> Entry:
+    """``got`` with the names ``rename`` maps."""
+    new = fixed.get(got)
+    if new is None:
+        shape = got[1]
+        if shape and any(isinstance(d, str) and d in rename for d in shape):
+            new = (got[0], tuple(rename.get(d, d) if isinstance(d, str) else d for d in shape))
+        else:
+            new = got
+        fixed[got] = new
+    return new
+
+
+def _node_starts(g: onnx.GraphProto, n: int) -> tuple[bytes, list[int]] | None:
+    """The graph's bytes and where each of its ``n`` nodes begins in them (and where the
+    last one ends): a segment's nodes are then one slice, not ``n`` serializations.
+    (protobuf writes a message's fields in field order, the nodes, field 1, first; None
+    if these bytes are not so.)"""
+    data = g.SerializeToString()
+    try:
+        return data, _scan(data, n)
+    except (IndexError, ValueError):
+        return None
+
+
+def _scan(data: bytes, n: int) -> list[int]:
+    starts = [0] * (n + 1)
+    pos = 0
+    end = len(data)
+    for k in range(n):
+        if pos >= end or data[pos] != 0x0A:
+            raise ValueError("not a node")
+        starts[k] = pos
+        b1 = data[pos + 1]
+        if b1 < 0x80:  # (a node of under 128 bytes, or under 16 KiB: most of them)
+            pos += 2 + b1
+            continue
+        b2 = data[pos + 2]
+        if b2 < 0x80:
+            pos += 3 + ((b1 & 0x7F) | b2 << 7)
+            continue
+        pos += 1
+        length = shift = 0
+        while True:
+            byte = data[pos]
+            pos += 1
+            length |= (byte & 0x7F) << shift
+            if byte < 0x80:
+                break
+            shift += 7
+        pos += length
+    if pos > end:
+        raise ValueError("cut short")
+    starts[n] = pos
+    return starts
+
+
+def _numel(t: onnx.TensorProto) -> int:
+    n = 1
+    for d in t.dims:
+        n *= int(d)
+    return n
+
+
+def _init_bytes(init: onnx.TensorProto, k: int, inline: Mapping[int, np.ndarray]) -> bytes:
+    v = inline.get(k)
+    if v is None:
+        return init.SerializeToString()
+    return onnxlite.from_array(np.asarray(v), init.name).SerializeToString()
+
+
+def _small_constant(node: onnx.NodeProto) -> bool:
+    """A Constant whose value is small enough to copy (a dense ``value`` of at most
+    ``VALUE_NUMEL`` elements, or a list attribute as short)."""
+    for a in node.attribute:
+        if a.name == "value":
+            return a.HasField("t") and _numel(a.t) <= VALUE_NUMEL
+        if a.name == "sparse_value":
+            return False
+        if a.name in ("value_ints", "value_floats", "value_strings"):
+            return len(a.ints) + len(a.floats) + len(a.strings) <= VALUE_NUMEL
+        return True  # value_int, value_float, value_string
+    return True
