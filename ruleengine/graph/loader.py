@@ -22,7 +22,7 @@ import numpy as np
 
 from ruleengine.diagnostics.model import Diagnostic, Location, Severity
 from ruleengine.errors import GraphLoadError
-from ruleengine.graph import onnxlite
+from ruleengine.graph import onnxlite, segments
 from ruleengine.graph.forked import cores
 from ruleengine.graph.model import Graph, Node, Tensor, record_maker
 from ruleengine.graph.onnxlite import AttributeProto, GraphProto, ModelProto, TensorProto
@@ -215,13 +215,26 @@ def _show_shape(shape: tuple) -> str:
     return "[" + ", ".join("?" if d is None else str(d) for d in shape) + "]"
 
 
+def _node_fields(g: onnx.GraphProto) -> NodeFields:
+    """Every node's fields the loader reads, once (protobuf field access is slow; a slice
+    of a repeated field is a list made in C: 1.5x faster than iterating it)."""
+    protos = list(g.node)
+    return NodeFields(
+        protos,
+        [tuple(n.input[:]) for n in protos],
+        [tuple(n.output[:]) for n in protos],
+        [n.op_type for n in protos],
+        [n.domain or "" for n in protos],
+    )
+
+
 def _start_infer(
     model: onnx.ModelProto,
     opset: int,
     folder: Path | None,
     reader: TypeReader,
     jobs: int,
-    fields: NodeFields,
+    fields: NodeFields | None,
 ) -> PendingShapes | Exception:
     """``propagate.resolve_shapes`` begun (with ``jobs`` > 1, ONNX's inference runs in a
     forked child while the nodes are read), or why it could not begin (``_infer``
@@ -601,22 +614,14 @@ def _build(
     # ONNX's inference runs beside the reading of the nodes below (in a forked child:
     # ``PendingShapes``); its types are merged (then the initializers', the truth) once
     # the nodes are read
-    # protobuf field access is slow: read every node's fields once (a slice of a
-    # repeated field is a list made in C: 1.5x faster than iterating it); the inputs,
-    # outputs and op types before the inference begins, which infers a long graph in
-    # segments cut from them (``segments``)
-    protos = list(g.node)
-    ins_l = [tuple(n.input[:]) for n in protos]
-    outs_l = [tuple(n.output[:]) for n in protos]
-    ops_l = [n.op_type for n in protos]
-    dom_l = [n.domain or "" for n in protos]
+    # A graph long enough to be inferred in segments (``segments.SEGMENT_FROM_NODES``)
+    # has its nodes' inputs, outputs, op types and domains read before the inference
+    # begins: the segments are cut from them. A shorter one has them read after it
+    # began, beside it (read before, their pages would be shared with the forked child,
+    # and the reading below, which writes them, would copy them: page faults for nothing).
+    fields = _node_fields(g) if len(g.node) >= segments.SEGMENT_FROM_NODES else None
     pending = _start_infer(
-        model_copy,
-        opset,
-        folder,
-        reader,
-        cores() if jobs is None else jobs,
-        NodeFields(protos, ins_l, outs_l, ops_l, dom_l),
+        model_copy, opset, folder, reader, cores() if jobs is None else jobs, fields
     )
     init_names: set[str] = set()
     init_types: dict[str, tuple[str | None, tuple]] = {}
@@ -639,6 +644,8 @@ def _build(
     graph_inputs = tuple(i.name for i in g.input if i.name not in init_names)
     graph_outputs = tuple(o.name for o in g.output)
 
+    protos, ins_l, outs_l, ops_l, dom_l = fields or _node_fields(g)
+    del fields
     attr_l = [list(n.attribute) for n in protos]
     src_names = [n.name for n in protos]
     names, renamed = _unique_names(src_names, ops_l)
