@@ -480,13 +480,14 @@ def _work(
     written in, and whether to propagate data; or, for a long graph that can be inferred
     in segments (``segments.segmentable``), ``_segmented``'s arguments."""
     inline = _external_ints(model, folder)
+    if fields is not None and segments.segmentable(model, fields):
+        # (a symbolic graph input is found in the segments' own pass over the inputs)
+        return (model, fields, inline, opset, folder, reader)
     # Data propagation (symbolic dims carried through Shape -> Gather -> Concat) only
     # when a graph input has a symbolic dim: the value pass of ``_resolved`` covers
     # static inputs, and data propagation peaks at several times the graph's memory
     # on LLM-size models (docs/shapes.md).
     data_prop = _symbolic_inputs(model, reader)
-    if fields is not None and segments.segmentable(model, data_prop, fields):
-        return (model, fields, inline, opset, folder, reader)
     data = _serialized_with_values(model, inline)
     return (data, data_prop, list(model.opset_import), opset, folder, reader)
 
@@ -507,7 +508,8 @@ def _segmented(
     entries = segments.segmented_types(model, fields, inline, reader)
     if entries is None:
         data = _serialized_with_values(model, inline)
-        return _types(data, False, imports, opset, folder, reader, stats)
+        data_prop = _symbolic_inputs(model, reader)
+        return _types(data, data_prop, imports, opset, folder, reader, stats)
     return _completed(entries, None, model.graph, imports, opset, stats, folder)
 
 

@@ -24,7 +24,8 @@ for 4x the nodes), while the same nodes inferred in runs of a few thousand cost 
 The result is what one whole call gives, entry for entry (tests/graph/test_segments.py
 checks it against one whole call, ``unk__`` names included). ``segmented_types`` returns
 None, and the caller makes the one whole call, when segmenting could differ from it:
-data propagation (its partial values do not cross a segment), control flow or other
+data propagation (a graph input with a symbolic dim: its partial values do not cross a
+segment), control flow or other
 subgraphs, model-local functions, sparse initializers, a non-tensor type at a segment's
 edge or among the declared inputs and outputs, a name read before (or without) being
 produced, an IR version below 4 or an opset without ``NonZero``.
@@ -154,11 +155,11 @@ def _made_in_segment(probe: int, seen: set[str]) -> list[str]:
     return [f"{_PREFIX}{i}" for i in range(probe) if f"{_PREFIX}{i}" not in seen]
 
 
-def segmentable(model: onnx.ModelProto, data_prop: bool, fields: NodeFields) -> bool:
-    """Whether ``segmented_types`` may run on ``model`` (the cheap checks: the others
-    are made while segmenting)."""
+def segmentable(model: onnx.ModelProto, fields: NodeFields) -> bool:
+    """Whether ``segmented_types`` may run on ``model`` (the cheap checks: the others,
+    a symbolic graph input among them, are made while segmenting)."""
     ops = fields.ops
-    if data_prop or len(ops) < SEGMENT_FROM_NODES or model.ir_version < 4:
+    if len(ops) < SEGMENT_FROM_NODES or model.ir_version < 4:
         return False
     if len(model.functions) or len(model.graph.sparse_initializer):
         return False
@@ -192,9 +193,15 @@ def segmented_types(
     g = model.graph
     nodes, ins, outs, ops = fields.nodes, fields.ins, fields.outs, fields.ops
     size = size or SEGMENT_NODES
-    # The declared graph inputs and outputs: their types, and the names they use.
+    inits: dict[str, int] = {}
+    for k, t in enumerate(g.initializer):
+        inits.setdefault(t.name, k)
+    # The declared graph inputs and outputs: their types, and the names they use. A
+    # graph input (not an initializer) whose shape is not static means data propagation
+    # (``propagate._symbolic_inputs``): its partial values do not cross a segment.
     inputs: dict[str, int] = {}
     in_order: list[tuple[str, Entry]] = []
+    static: dict[Any, bool] = {}
     for k, vi in enumerate(g.input):
         name = vi.name
         inputs.setdefault(name, k)
@@ -202,6 +209,12 @@ def segmented_types(
             got = reader.read(vi.type)
             if got is None:
                 return None  # a sequence or map: its names are not read here
+            known = static.get(got[1])
+            if known is None:
+                shape = got[1]
+                known = static[got[1]] = shape is not None and all(type(d) is int for d in shape)
+            if not known and name not in inits:
+                return None
             in_order.append((name, got))
     declared = dict(in_order)
     outputs: dict[str, int] = {}
@@ -214,9 +227,6 @@ def segmented_types(
                 return None
             out_declared[vi.name] = got
     existing = {d for _, s in {*declared.values(), *out_declared.values()} for d in _symbols(s)}
-    inits: dict[str, int] = {}
-    for k, t in enumerate(g.initializer):
-        inits.setdefault(t.name, k)
     probe_out = _PROBE + "_out"
     if {_PROBE, probe_out} & (inputs.keys() | outputs.keys() | inits.keys()):
         return None

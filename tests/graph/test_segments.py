@@ -21,9 +21,9 @@ SHARED = Path(__file__).resolve().parents[2] / ".." / "shared" / "models"
 def _model() -> onnx.ModelProto:
     """Nodes whose types depend on what crosses segments of two nodes: a Constant read
     by a Reshape three segments later, made dims (NonZero) read in later segments, a
-    made dim dropped into a declared output (onnx's counter moves on regardless), an
-    input that already uses the name ``unk__1``, a weight over ``VALUE_NUMEL`` elements
-    (a typed input, not copied) and a small shape initializer."""
+    made dim dropped into a declared output (onnx's counter moves on regardless), a
+    declared output that already uses the name ``unk__1``, a weight over
+    ``VALUE_NUMEL`` elements (a typed input, not copied) and a small shape initializer."""
     big = numpy_helper.from_array(np.random.default_rng(0).random((64, 80), np.float32), "w")
     shape2 = numpy_helper.from_array(np.array([4, -1], np.int64), "shape2")
     nodes = [
@@ -46,12 +46,13 @@ def _model() -> onnx.ModelProto:
         nodes,
         "segments",
         [
-            helper.make_tensor_value_info("x", F, ["unk__1", 64]),
+            helper.make_tensor_value_info("x", F, [5, 64]),
             helper.make_tensor_value_info("y", F, [3]),
             helper.make_tensor_value_info("q", F, [64]),
         ],
         [
             helper.make_tensor_value_info("dropped", I64, [1, 7]),
+            helper.make_tensor_value_info("mm", F, ["unk__1", 80]),
             helper.make_tensor_value_info("s1", I64, None),
             helper.make_tensor_value_info("out2", I64, None),
         ],
@@ -98,9 +99,9 @@ def test_segments_give_the_whole_calls_types(size: int) -> None:
     # what crossed the segments' edges
     assert got["rs"] == (F, (2, 32))  # the Constant's value, three segments earlier
     assert got["rs2"] == (F, (4, 16))
-    assert got["mm"] == (F, ("unk__1", 80))
+    assert got["mm"] == (F, (5, 80))  # (the declared unk__1 is a name onnx skips)
     assert got["t0"] == (I64, ("unk__0", 1))  # a made name, read in a later segment
-    # unk__1 is the input's, unk__2 was made and dropped into the declared output
+    # unk__1 is the output's, unk__2 was made and dropped into the declared output
     assert got["nz1"] == (I64, (2, "unk__3"))
     assert got["dropped"] == (I64, (1, 7))
 
@@ -128,16 +129,19 @@ def test_what_segments_cannot_represent_falls_back() -> None:
     fields = _fields(m)
     segments.SEGMENT_FROM_NODES, saved = 0, segments.SEGMENT_FROM_NODES
     try:
-        assert segments.segmentable(m, False, fields)
-        assert not segments.segmentable(m, True, fields)  # data propagation
+        assert segments.segmentable(m, fields)
         body = helper.make_graph([], "b", [], [helper.make_tensor_value_info("x", F, None)])
         m_if = _model()
         m_if.graph.node.append(
             helper.make_node("If", ["c"], ["o"], then_branch=body, else_branch=body)
         )
-        assert not segments.segmentable(m_if, False, _fields(m_if))
+        assert not segments.segmentable(m_if, _fields(m_if))
     finally:
         segments.SEGMENT_FROM_NODES = saved
+    # a graph input with a symbolic dim: data propagation, in one whole call
+    m_sym = _model()
+    m_sym.graph.input[1].type.tensor_type.shape.dim[0].dim_param = "n"
+    assert _segmented(m_sym, 2) is None
     # a node reading a tensor produced in a later segment (not in topological order)
     m_late = _model()
     nodes = list(m_late.graph.node)
