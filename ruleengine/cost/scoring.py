@@ -130,9 +130,10 @@ def _kernel_inputs(graph: Graph, io: GroupIO) -> tuple[str, ...]:
     Constant scalars (an epsilon, the 0.5 of GELU) become immediates of the kernel and
     constant integer tensors (axes, shapes; also those computed from constants and static
     shapes, which the compiler folds) become attributes; neither takes an input slot.
-    Activations and weights do.
+    Activations and weights do; aliases of one constant (``constant_root``) take one.
     """
     out = []
+    roots: set[str] = set()
     for t in io.inputs:
         tensor = graph.tensors.get(t)
         if tensor is not None and (
@@ -140,8 +141,33 @@ def _kernel_inputs(graph: Graph, io: GroupIO) -> tuple[str, ...]:
         ):
             if (tensor.numel or 0) <= 1 or tensor.dtype in _INDEX_DTYPES:
                 continue
+            root = constant_root(graph, t)
+            if root in roots:  # another alias of a constant already read: one buffer
+                continue
+            roots.add(root)
         out.append(t)
     return tuple(out)
+
+
+def constant_root(graph: Graph, t: str) -> str:
+    """The constant that ``t`` aliases through Identity nodes, else ``t`` itself.
+
+    Exporters write an Identity per tied or repeated parameter (TorchScript: one per
+    module reading a shared weight, or a value equal to another's), where others read
+    the one initializer directly. The Identity is folded at compile time and every alias
+    is the same buffer, so a kernel reading two aliases reads one input: counted once,
+    the group fits ``max_fused_inputs`` whichever way the exporter spelled it."""
+    while True:
+        tensor = graph.tensors.get(t)
+        if tensor is None or tensor.producer is None:
+            return t
+        node = graph.node(tensor.producer)
+        if node.op_type != "Identity" or not node.inputs or not node.inputs[0]:
+            return t
+        src = graph.tensors.get(node.inputs[0])
+        if src is None or not (src.is_constant or src.is_initializer or src.const_foldable):
+            return t
+        t = node.inputs[0]
 
 
 def _dynamic_reason(graph: Graph, unknown: tuple[str, ...]) -> str:

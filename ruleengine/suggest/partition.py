@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 from ruleengine import coverage
 from ruleengine.cost.model import Target, Verdict
-from ruleengine.cost.scoring import GroupMemo, score_one
+from ruleengine.cost.scoring import GroupMemo, constant_root, score_one
 from ruleengine.graph.model import Graph
 from ruleengine.match.model import Candidate
 from ruleengine.resolve import DETERMINISTIC_WALL_FACTOR
@@ -103,7 +103,7 @@ def _weights(graph: Graph, node_names: Iterable[str]) -> dict[str, frozenset[str
                 continue
             if (tensor.numel or 0) <= 1 or tensor.dtype in _INDEX_DTYPES:
                 continue
-            found.add(t)
+            found.add(constant_root(graph, t))  # aliases of one constant: one slot
         out[name] = frozenset(found)
     return out
 
@@ -116,6 +116,16 @@ def _slot(graph: Graph, t: str) -> bool:
     if tensor.is_constant or tensor.is_initializer or tensor.const_foldable:
         return (tensor.numel or 0) > 1 and tensor.dtype not in _INDEX_DTYPES
     return True
+
+
+def _slot_key(graph: Graph, t: str) -> str:
+    """What input ``t`` is counted as: the constant it aliases (``constant_root``)."""
+    tensor = graph.tensors.get(t)
+    if tensor is not None and (
+        tensor.is_constant or tensor.is_initializer or tensor.const_foldable
+    ):
+        return constant_root(graph, t)
+    return t
 
 
 def kernel_pool(
@@ -216,7 +226,9 @@ def kernel_pool(
     for n in names:
         node = graph.node(n)
         ports = node.inputs[:1] if kinds[n] == coverage.VIEW else node.inputs
-        slots.append(tuple(t for t in ports if t and _slot(graph, t)))
+        # (aliases of one constant through Identity nodes: one slot, as the cost model
+        # counts them; the Identity is compile-time, never in a group)
+        slots.append(tuple(_slot_key(graph, t) for t in ports if t and _slot(graph, t)))
         made.append(tuple(t for t in node.outputs if t))
 
     def too_many_inputs(ids: list[int]) -> bool:

@@ -253,3 +253,37 @@ def test_shape_tensors_folded_from_constants_take_no_input_slot() -> None:
     sc = verdict_of(text, ["Sum_3", "Expand_4", "Relu_5"], rule())
     assert sc.verdict is Verdict.FUSE, sc.reason
     assert "shp" not in sc.details["kernel_inputs"] and len(sc.details["kernel_inputs"]) == 8
+
+
+def _aliased(second: str) -> str:
+    """7 activations and a weight read through two Identity nodes (as TorchScript writes
+    a tied or repeated parameter) into Sum -> Mul; ``second``: what the second Identity
+    reads (the same weight, or another)."""
+    ins = ", ".join(f"float[64] x{i}" for i in range(7))
+    args = ", ".join(f"x{i}" for i in range(7))
+    values = ", ".join(["0.5"] * 64)
+    return f"""
+    agraph ({ins}) => (float[64] y) {{
+      w = Constant <value = float[64] {{{values}}}> ()
+      v = Constant <value = float[64] {{{values}}}> ()
+      a = Identity (w)
+      b = Identity ({second})
+      s = Sum ({args}, a)
+      y = Mul (s, b)
+    }}"""
+
+
+def test_aliases_of_one_constant_take_one_input_slot() -> None:
+    """Two Identity outputs of one weight are one buffer: 7 activations + 1 weight fit
+    the 8 inputs of ascend910b; two different weights do not (9)."""
+    from ruleengine.cost.scoring import constant_root
+
+    g = graph_from_text(_aliased("w"))
+    assert constant_root(g, "a") == constant_root(g, "b") == "w"
+    assert constant_root(g, "x0") == "x0"
+    sc = verdict_of_graph(g, ["Sum_4", "Mul_5"])
+    assert sc.verdict is Verdict.FUSE, sc.reason
+    assert len(sc.details["kernel_inputs"]) == 8 and len(sc.details["inputs"]) == 9
+    other = verdict_of_graph(graph_from_text(_aliased("v")), ["Sum_4", "Mul_5"])
+    assert other.verdict is Verdict.TOO_MANY_INPUTS, other.reason
+    assert "9 external inputs > max_fused_inputs 8" in other.reason
