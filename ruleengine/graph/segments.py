@@ -258,7 +258,15 @@ def segmented_types(
         return got
 
     produced: list[set[str]] = []  # node outputs of the segments done (untyped ones too)
-    typed_bytes: dict[Entry, bytes] = {}
+    typed_bytes: dict[Entry, bytes] = {}  # one TypeProto's bytes per (dtype, shape)
+
+    def typed_input(t: str, got: Entry) -> bytes:
+        """``t`` as a segment input of type ``got`` (a ValueInfoProto field)."""
+        tb = typed_bytes.get(got)
+        if tb is None:
+            tb = typed_bytes[got] = _type_bytes(*got)
+        return _field(11, _value_info(t, tb))
+
     for a in range(0, len(ops), size):
         b = min(a + size, len(ops))
         made: set[str] = set().union(*outs[a:b])
@@ -276,10 +284,7 @@ def segmented_types(
                 # a tensor type with its element type and every dim known or named (a
                 # dim read as None may be an empty name: as declared, then)
                 if got is not None and got[0] and (got[1] is None or None not in got[1]):
-                    tb = typed_bytes.get(got)
-                    if tb is None:
-                        tb = typed_bytes[got] = _type_bytes(*got)
-                    parts.append(_field(11, _value_info(t, tb)))
+                    parts.append(typed_input(t, got))
                     if got[1]:
                         seen_syms.update(syms(got[1]))
                 else:  # as declared (no type, or no element type)
@@ -299,10 +304,7 @@ def segmented_types(
                     got = (init.data_type, tuple(init.dims))
                     if not got[0]:
                         return None
-                    tb = typed_bytes.get(got)
-                    if tb is None:
-                        tb = typed_bytes[got] = _type_bytes(*got)
-                    parts.append(_field(11, _value_info(t, tb)))
+                    parts.append(typed_input(t, got))
                 continue
             j = constants.get(t)
             if j is not None and j < a and _small_constant(nodes[j]):
@@ -313,10 +315,7 @@ def segmented_types(
             if got is not None:
                 if got[1] is not None and None in got[1]:
                     return None  # an empty dim name (onnx names every unknown dim)
-                tb = typed_bytes.get(got)
-                if tb is None:
-                    tb = typed_bytes[got] = _type_bytes(*got)
-                parts.append(_field(11, _value_info(t, tb)))
+                parts.append(typed_input(t, got))
                 if got[1]:
                     seen_syms.update(syms(got[1]))
                 continue
