@@ -392,6 +392,17 @@ class TypeReader:
         self._seen[key] = out
         return out
 
+    def read_bytes(self, key: bytes) -> tuple[int, tuple | None] | None:
+        """``read`` of a serialized TypeProto (as sliced from a serialized model: no
+        message made for a type seen before)."""
+        try:
+            return self._seen[key]
+        except KeyError:
+            pass
+        out = self.read(onnxlite.TypeProto.FromString(key))
+        self._seen[key] = out
+        return out
+
 
 def _external_ints(model: onnx.ModelProto, folder: Path | None) -> dict[int, Value]:
     """Small integer initializers kept in external data, by position, read from the

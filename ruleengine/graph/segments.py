@@ -33,6 +33,7 @@ produced, an IR version below 4 or an opset without ``NonZero``.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -230,10 +231,20 @@ def segmented_types(
     probe_out = _PROBE + "_out"
     if {_PROBE, probe_out} & (inputs.keys() | outputs.keys() | inits.keys()):
         return None
-    starts = _node_starts(g, len(nodes))
-    if starts is None:
+    scanned = _node_starts(g, len(nodes))
+    if scanned is None:
         return None
-    node_bytes, starts = starts
+    node_bytes, starts, init_spans = scanned
+    view = memoryview(node_bytes)  # (slices of it are not copies)
+
+    def init_field(k: int) -> bytes | memoryview:
+        """Initializer ``k`` as a segment's field: its bytes in the graph's, unless a
+        small integer value kept in external data is written in (``inline``)."""
+        if k in inline:
+            return _field(5, _init_bytes(g.initializer[k], k, inline))
+        start, end = init_spans[k]
+        return view[start:end]
+
     constants = {outs[i][0]: i for i, op in enumerate(ops) if op == "Constant" and outs[i]}
 
     header = onnxlite.ModelProto()
@@ -292,14 +303,15 @@ def segmented_types(
                     if got is not None and got[1]:
                         seen_syms.update(syms(got[1]))
                 if t in inits:
-                    init = g.initializer[inits[t]]
-                    if _numel(init) <= VALUE_NUMEL:
-                        parts.append(_field(5, _init_bytes(init, inits[t], inline)))
+                    k = inits[t]
+                    if _numel(g.initializer[k]) <= VALUE_NUMEL:
+                        parts.append(init_field(k))
                 continue
-            if t in inits:
-                init = g.initializer[inits[t]]
+            k = inits.get(t, -1)
+            if k >= 0:
+                init = g.initializer[k]
                 if _numel(init) <= VALUE_NUMEL:
-                    parts.append(_field(5, _init_bytes(init, inits[t], inline)))
+                    parts.append(init_field(k))
                 else:  # a weight: its type only
                     got = (init.data_type, tuple(init.dims))
                     if not got[0]:
@@ -308,7 +320,7 @@ def segmented_types(
                 continue
             j = constants.get(t)
             if j is not None and j < a and _small_constant(nodes[j]):
-                parts.insert(len(carried), node_bytes[starts[j] : starts[j + 1]])
+                parts.insert(len(carried), view[starts[j] : starts[j + 1]])
                 carried.add(t)
                 continue
             got = types.get(t) or out_types.get(t)
@@ -322,20 +334,23 @@ def segmented_types(
             if any(t in earlier for earlier in produced):
                 continue  # an earlier node's output onnx left untyped: untyped here too
             return None  # read before it is produced (or never): the whole call
-        parts.insert(len(carried), node_bytes[starts[a] : starts[b]])
+        parts.insert(len(carried), view[starts[a] : starts[b]])
         for t in sorted(made.intersection(outputs), key=outputs.__getitem__):
             parts.append(_field(12, g.output[outputs[t]].SerializeToString()))
             seen_syms.update(_symbols(out_declared.get(t, (0, None))[1]))
         parts.append(probe)
         data = b"".join(parts)
         del parts
-        result = onnxlite.parse_model(onnxlite.infer_shapes_bytes(head + _field(7, data), False))
+        # (the result's value_info and outputs read from its bytes: no message made)
+        inferred = _inferred(onnxlite.infer_shapes_bytes(head + _field(7, data), False))
         del data
-        rg = result.graph
-        vis = rg.value_info
+        if inferred is None:
+            return None
+        vis, rg_outputs = inferred
+        read = reader.read_bytes
         # the probe, last: where the segment's counter stopped
-        stop = reader.read(vis[len(vis) - 1].type) if len(vis) else None
-        if len(vis) == 0 or vis[len(vis) - 1].name != probe_out or stop is None:
+        stop = read(vis[-1][1] or b"") if vis else None
+        if not vis or vis[-1][0] != probe_out or stop is None:
             return None
         last = stop[1][-1] if stop[1] else None
         if not isinstance(last, str) or not last.startswith(_PREFIX):
@@ -346,10 +361,8 @@ def segmented_types(
         own = _made_in_segment(int(last[len(_PREFIX) :]), seen_syms)
         rename = dict(zip(own, counter.take(len(own)), strict=True)) if own else None
         fixed: dict[Entry, Entry] = {}  # (each distinct entry renamed once)
-        read = reader.read
-        for vi in vis:
-            got = read(vi.type)
-            name = vi.name
+        for name, tb in vis:
+            got = read(tb or b"")  # (no type field: the empty TypeProto, no tensor type)
             if got is None:
                 if name in made:  # a node output of no tensor type: not representable
                     return None
@@ -360,16 +373,16 @@ def segmented_types(
                 got = _renamed(got, rename, fixed)
             types[name] = got
         del types[probe_out]
-        for vi in rg.output:
-            if not vi.HasField("type"):
+        for name, tb in rg_outputs:
+            if tb is None:
                 continue  # (its inferred type went to value_info, as in one call)
-            got = read(vi.type)
+            got = read(tb)
             if got is None:
                 return None
             if rename is not None:
                 got = _renamed(got, rename, fixed)
-            out_types[vi.name] = got
-        del result, rg, vis
+            out_types[name] = got
+        del inferred, vis, rg_outputs
         produced.append(made)
     entries: dict[str, Entry] = dict(in_order)
     entries.update(types)
@@ -395,16 +408,140 @@ def _renamed(got: Entry, rename: dict[str, str], fixed: dict[Entry, Entry]) -> E
     return new
 
 
-def _node_starts(g: onnx.GraphProto, n: int) -> tuple[bytes, list[int]] | None:
-    """The graph's bytes and where each of its ``n`` nodes begins in them (and where the
-    last one ends): a segment's nodes are then one slice, not ``n`` serializations.
+def _node_starts(
+    g: onnx.GraphProto, n: int
+) -> tuple[bytes, list[int], list[tuple[int, int]]] | None:
+    """The graph's bytes, where each of its ``n`` nodes begins in them (and where the
+    last one ends), and where each initializer's field begins and ends: a segment's
+    nodes are then one slice and its initializers slices, not ``n`` serializations.
     (protobuf writes a message's fields in field order, the nodes, field 1, first; None
     if these bytes are not so.)"""
     data = g.SerializeToString()
     try:
-        return data, _scan(data, n)
+        starts = _scan(data, n)
+        inits = _spans(data, starts[n], len(data), _INIT_TAG)
     except (IndexError, ValueError):
         return None
+    if len(inits) != len(g.initializer):
+        return None
+    return data, starts, inits
+
+
+_INIT_TAG = 5 << 3 | 2  # GraphProto.initializer, length-delimited
+_OUTPUT_TAG = 12 << 3 | 2  # GraphProto.output
+_VALUE_INFO_TAG = 13 << 3 | 2  # GraphProto.value_info
+_GRAPH_TAG = 7 << 3 | 2  # ModelProto.graph
+
+
+def _varint_at(data: bytes, pos: int) -> tuple[int, int]:
+    """The varint at ``pos`` and the position after it."""
+    value = shift = 0
+    while True:
+        byte = data[pos]
+        pos += 1
+        value |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return value, pos
+        shift += 7
+
+
+def _fields(data: bytes, pos: int, end: int) -> Iterator[tuple[int, int, int, int]]:
+    """(tag, start of the field, start of its payload, end of the field) of each field
+    of the message in ``data[pos:end]``, in order (a length-delimited field's payload
+    is its bytes; ValueError or IndexError when the bytes are not a message)."""
+    while pos < end:
+        start = pos
+        tag = data[pos]
+        if tag < 0x80:
+            pos += 1
+        else:
+            tag, pos = _varint_at(data, pos)
+        wire = tag & 7
+        if wire == 2:
+            size = data[pos]
+            if size < 0x80:
+                pos += 1
+            else:
+                size, pos = _varint_at(data, pos)
+            payload = pos
+            pos += size
+        elif wire == 0:
+            payload = pos
+            _, pos = _varint_at(data, pos)
+        elif wire in (1, 5):
+            payload = pos
+            pos += 8 if wire == 1 else 4
+        else:
+            raise ValueError(f"wire type {wire}")
+        yield tag, start, payload, pos
+    if pos != end:
+        raise ValueError("cut short")
+
+
+def _spans(data: bytes, pos: int, end: int, tag: int) -> list[tuple[int, int]]:
+    """(start, end) of each field with ``tag`` of the message in ``data[pos:end]``."""
+    return [(start, stop) for t, start, _, stop in _fields(data, pos, end) if t == tag]
+
+
+NameType = tuple[str, bytes | None]  # a ValueInfoProto: its name, its type's bytes
+
+
+def _inferred(data: bytes) -> tuple[list[NameType], list[NameType]] | None:
+    """The value_info and the outputs of the graph of the serialized model ``data`` (an
+    inferred segment), each a name and its TypeProto's bytes (None: no type field), read
+    from the bytes (no message is made); None when the bytes are not as expected."""
+    try:
+        graphs = [(p, stop) for t, _, p, stop in _fields(data, 0, len(data)) if t == _GRAPH_TAG]
+        if len(graphs) != 1:
+            return None
+        vis: list[NameType] = []
+        outs: list[NameType] = []
+        pos, end = graphs[0]
+        while pos < end:  # (_fields, unrolled: a segment's 2,000 nodes are skipped here)
+            tag = data[pos]
+            if tag >= 0x80 or tag & 7 != 2:  # not a length-delimited field of number < 16
+                for tag, _, p, stop in _fields(data, pos, end):
+                    if tag == _VALUE_INFO_TAG:
+                        vis.append(_name_type(data, p, stop))
+                    elif tag == _OUTPUT_TAG:
+                        outs.append(_name_type(data, p, stop))
+                pos = end
+                break
+            size = data[pos + 1]
+            if size < 0x80:
+                p = pos + 2
+            else:
+                size, p = _varint_at(data, pos + 1)
+            pos = p + size
+            if tag == _VALUE_INFO_TAG:
+                vis.append(_name_type(data, p, pos))
+            elif tag == _OUTPUT_TAG:
+                outs.append(_name_type(data, p, pos))
+        if pos != end:
+            return None
+        return vis, outs
+    except (IndexError, ValueError, UnicodeDecodeError):
+        return None
+
+
+def _name_type(data: bytes, pos: int, end: int) -> NameType:
+    """A serialized ValueInfoProto's name and type bytes (as protobuf merges them: the
+    last name, the types' bytes joined)."""
+    if data[pos] == 0x0A:  # most often: the name, then the type, both under 128 bytes
+        n = data[pos + 1]
+        q = pos + 2 + n
+        if n < 0x80 and q + 1 < end and data[q] == 0x12:
+            m = data[q + 1]
+            if m < 0x80 and q + 2 + m == end:
+                return data[pos + 2 : q].decode(), data[q + 2 : end]
+    name = b""
+    type_bytes: bytes | None = None
+    for tag, _, p, stop in _fields(data, pos, end):
+        if tag == 0x0A:
+            name = data[p:stop]
+        elif tag == 0x12:
+            type_bytes = (type_bytes or b"") + data[p:stop]
+    return name.decode(), type_bytes
 
 
 def _scan(data: bytes, n: int) -> list[int]:
@@ -440,10 +577,7 @@ def _scan(data: bytes, n: int) -> list[int]:
 
 
 def _numel(t: onnx.TensorProto) -> int:
-    n = 1
-    for d in t.dims:
-        n *= int(d)
-    return n
+    return math.prod(t.dims)
 
 
 def _init_bytes(init: onnx.TensorProto, k: int, inline: Mapping[int, np.ndarray]) -> bytes:
