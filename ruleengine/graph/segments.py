@@ -71,11 +71,13 @@ Entry = tuple[int, Shape | None]  # (ONNX element type, shape)
 class NodeFields(NamedTuple):
     """The fields of every node, in file order, as the loader reads them once."""
 
-    nodes: Sequence[Any]  # the NodeProtos
+    nodes: Sequence[Any]  # the NodeProtos (the graph's repeated field: indexed, not held)
     ins: Sequence[tuple[str, ...]]
     outs: Sequence[tuple[str, ...]]
     ops: Sequence[str]
     doms: Sequence[str]
+    names: Sequence[str] = ()
+    attrs: Sequence[tuple[bytes, ...]] = ()  # each node's AttributeProtos, serialized
 
 
 def _varint(n: int) -> bytes:
