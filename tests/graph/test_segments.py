@@ -106,6 +106,48 @@ def test_segments_give_the_whole_calls_types(size: int) -> None:
     assert got["dropped"] == (I64, (1, 7))
 
 
+def _renamed_long(m: onnx.ModelProto) -> onnx.ModelProto:
+    """``m`` with every tensor name over 127 bytes (its length takes two bytes in a
+    serialized ValueInfoProto) and a doc string on each declared output (a third field)."""
+    long = onnx.ModelProto()
+    long.CopyFrom(m)
+    g = long.graph
+    names = {vi.name for vi in (*g.input, *g.output)} | {i.name for i in g.initializer}
+    names |= {t for n in g.node for t in (*n.input, *n.output) if t}
+    new = {t: t + "_" + "x" * 140 for t in names}
+    for n in g.node:
+        n.input[:] = [new.get(t, t) for t in n.input]
+        n.output[:] = [new.get(t, t) for t in n.output]
+    for vi in (*g.input, *g.output):
+        vi.name = new[vi.name]
+    for vi in g.output:
+        vi.doc_string = "declared"
+    for init in g.initializer:
+        init.name = new[init.name]
+    return long
+
+
+@pytest.mark.parametrize("size", [1, 3])
+def test_long_names_read_from_the_segments_bytes(size: int) -> None:
+    """A segment's types are read from onnx's serialized result: names and types of
+    any length, and fields beyond them, read as protobuf reads them."""
+    m = _renamed_long(_model())
+    whole = _whole(m)
+    got = _segmented(m, size)
+    assert got is not None
+    assert list(got.items()) == list(whole.items())
+    assert got["rs" + "_" + "x" * 140] == (F, (2, 32))
+
+
+def test_malformed_segment_bytes_are_refused() -> None:
+    """Bytes that are not an inferred model's read as None (the caller falls back to one
+    whole call), never as wrong types."""
+    good = propagate.onnxlite.infer_shapes_bytes(_model().SerializeToString())
+    assert segments._inferred(good) is not None
+    assert segments._inferred(good[:-3]) is None
+    assert segments._inferred(b"\x3a\x05ab") is None  # a graph field cut short
+
+
 def test_a_weight_is_not_copied_into_a_segment(monkeypatch: pytest.MonkeyPatch) -> None:
     """Initializers over VALUE_NUMEL elements enter a segment as typed inputs."""
     sent: list[bytes] = []
