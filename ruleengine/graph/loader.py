@@ -218,13 +218,22 @@ def _show_shape(shape: tuple) -> str:
 _serialized = AttributeProto.SerializeToString
 
 
-def _node_fields(g: onnx.GraphProto) -> NodeFields:
+def _node_fields(g: onnx.GraphProto, segmented: bool = False) -> NodeFields:
     """Every node's fields the loader reads, in one pass (protobuf field access is slow;
     a slice of a repeated field is a list made in C: 1.5x faster than iterating it).
     No message wrapper outlives its node's turn: attributes are kept serialized (one
     conversion per distinct attribute, ``_AttrInfo``), and each wrapper protobuf makes
     for a node or an attribute is dropped at once rather than held to the end (10^5
-    held wrappers: 10% more CPU for this pass at 2048 layers, docs/speed.md)."""
+    held wrappers: 10% more CPU for this pass at 2048 layers, docs/speed.md).
+    ``segmented``: only what the segments are cut from (read before the shape child is
+    forked, so the less the sooner it starts); ``_node_names`` reads the rest after."""
+    if segmented:
+        cut = [(tuple(n.input[:]), tuple(n.output[:]), n.op_type, n.domain) for n in g.node]
+        if not cut:
+            return NodeFields(g.node, (), (), (), ())
+        ins, outs, ops, doms = zip(*cut, strict=True)
+        del cut
+        return NodeFields(g.node, ins, outs, ops, doms)
     rows = [
         (
             tuple(n.input[:]),
@@ -241,6 +250,15 @@ def _node_fields(g: onnx.GraphProto) -> NodeFields:
     ins, outs, ops, doms, names, attrs = zip(*rows, strict=True)
     del rows
     return NodeFields(g.node, ins, outs, ops, doms, names, attrs)
+
+
+def _node_names(g: onnx.GraphProto) -> tuple[Sequence[str], Sequence[tuple[bytes, ...]]]:
+    """The names and serialized attributes of the nodes (``_node_fields``)."""
+    rows = [(n.name, tuple(map(_serialized, n.attribute))) for n in g.node]
+    if not rows:
+        return (), ()
+    names, attrs = zip(*rows, strict=True)
+    return names, attrs
 
 
 class _AttrInfo:
@@ -656,7 +674,7 @@ def _build(
     # begins: the segments are cut from them. A shorter one has them read after it
     # began, beside it (read before, their pages would be shared with the forked child,
     # and the reading below, which writes them, would copy them: page faults for nothing).
-    fields = _node_fields(g) if len(g.node) >= segments.SEGMENT_FROM_NODES else None
+    fields = _node_fields(g, True) if len(g.node) >= segments.SEGMENT_FROM_NODES else None
     pending = _start_infer(
         model_copy, opset, folder, reader, cores() if jobs is None else jobs, fields
     )
@@ -682,6 +700,8 @@ def _build(
     graph_outputs = tuple(o.name for o in g.output)
 
     _, ins_l, outs_l, ops_l, dom_l, src_names, attr_l = fields or _node_fields(g)
+    if fields is not None and ops_l:  # read before the fork: the rest now
+        src_names, attr_l = _node_names(g)
     del fields
     attr_info = _AttrInfo()
     names, renamed = _unique_names(src_names, ops_l)
