@@ -14,6 +14,7 @@ import math
 import operator
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import replace
+from itertools import chain
 from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
@@ -390,6 +391,56 @@ def _schema_defaults_cached(op_type: str, domain: str, opset: int) -> dict[str, 
         if dv.type != AttributeProto.UNDEFINED:
             out[name] = _attr_value(dv)
     return out
+
+
+TypeEntry = tuple[str | None, tuple | None]  # (dtype name, shape)
+
+
+class _MergedTypes(Mapping[str, TypeEntry]):
+    """Every tensor's (dtype name, shape) as the loader merges them, read where asked
+    instead of merged first into one dict of 2 x 10^5 entries (at 2048 layers that
+    merge cost 5-6x what it costs at 512: docs/speed.md): an initializer's own (the
+    truth), else the inferred type (ONNX's element type named) with the declared one
+    (value_info, outputs, inputs, a small Constant's value) where that knows more
+    (``_better``), else the declared one."""
+
+    def __init__(
+        self,
+        declared: Mapping[str, TypeEntry],
+        inferred: Mapping[str, tuple[int, tuple | None]],
+        inits: Mapping[str, TypeEntry],
+    ) -> None:
+        self._declared, self._inferred, self._inits = declared, inferred, inits
+
+    def merged(self, name: str, default: Any = None) -> Any:
+        """``get`` of a name that is no initializer's."""
+        inferred = self._inferred.get(name)
+        old = self._declared.get(name)
+        if inferred is None:
+            return default if old is None else old
+        elem, shape = inferred
+        if old is None:
+            return (_dtype_name(elem), shape)
+        return (_dtype_name(elem) or old[0], _better(shape, old[1]))
+
+    def get(self, name: str, default: Any = None) -> Any:  # noqa: D102 - Mapping's
+        got = self._inits.get(name)
+        return got if got is not None else self.merged(name, default)
+
+    def __getitem__(self, name: str) -> TypeEntry:
+        got = self.get(name)
+        if got is None:
+            raise KeyError(name)
+        return got
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._inits or name in self._inferred or name in self._declared
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(dict.fromkeys(chain(self._declared, self._inferred, self._inits)))
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
 
 
 class _ShapeView(Mapping[str, "tuple | None"]):
@@ -832,14 +883,8 @@ def _build(
     del pending
     release_memory()  # the inferred copy and ONNX's C++ model are gone: return their pages
     warnings = pre_warn + infer_warnings + renamed_warnings
-    for name, (elem, shape) in inferred.items():
-        old = types.get(name)
-        if old is None:
-            types[name] = (_dtype_name(elem), shape)
-        else:
-            types[name] = (_dtype_name(elem) or old[0], _better(shape, old[1]))
+    typed = _MergedTypes(types, inferred, init_types)  # (merged where read)
     del inferred
-    types.update(init_types)
 
     # Constant node outputs are constants too (with small values kept).
     const_nodes: set[str] = set()
@@ -851,14 +896,15 @@ def _build(
                 val = _attr_value(a)
                 if a.name == "value" and isinstance(val, tuple):
                     const_values[n.output[0]] = val
-                    types.setdefault(n.output[0], (_dtype_name(a.t.data_type), tuple(a.t.dims)))
+                    if n.output[0] not in typed:
+                        types[n.output[0]] = (_dtype_name(a.t.data_type), tuple(a.t.dims))
                 elif a.name in ("value_float", "value_int"):
                     const_values[n.output[0]] = (val,)
                 elif a.name in ("value_floats", "value_ints") and isinstance(val, tuple):
                     if len(val) <= SMALL_CONST_NUMEL:
                         const_values[n.output[0]] = val
 
-    shapes = _ShapeView(types)  # (a copy of 2 x 10^5 entries for a few reads: a view)
+    shapes = _ShapeView(typed)  # (a copy of 2 x 10^5 entries for a few reads: a view)
     nodes: list[Node] = []
     make_node = record_maker(Node)
     for i in order:
@@ -911,8 +957,10 @@ def _build(
     outputs_set = set(graph_outputs)
     make_tensor = record_maker(Tensor)
     no_type = (None, None)
+    merged = typed.merged
     for k, t in enumerate(tnames):
-        dtype, shape = types.get(t, no_type)
+        # (an initializer's type is its own; no other tensor is an initializer)
+        dtype, shape = init_types[t] if n_in <= k < n_def else merged(t, no_type)
         if dims and shape is not None and any(isinstance(d, str) for d in shape):
             shape = tuple(dims.get(d, d) if isinstance(d, str) else d for d in shape)
         j = prod_node[k]
