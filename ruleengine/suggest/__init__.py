@@ -70,6 +70,10 @@ def _instance(model: str, graph, region: Region, canon, chosen) -> Instance:
 REDRAFT_ROUNDS = 2
 REDRAFT_GAP = 0.0005  # coverage below reach by more than this (figures print to 0.1%)
 
+# A drafted rule's match elsewhere that is no kernel for one of these reasons has a
+# smaller form drafted too (``_smaller_round``).
+TRIMMED_VERDICTS = frozenset({"INTERMEDIATE_ESCAPES", "NOT_CONVEX"})
+
 # Every selection stage suggest runs (``pipeline.analyze``'s and the pruning's own
 # ``resolve``) stops its CP-SAT solves on this much deterministic time in all, as the
 # partition solves do (``partition.SOLVE_SECONDS``): the drafts and figures must not
@@ -150,8 +154,103 @@ def _suggest(  # noqa: ANN001, PLR0913
         )
         if twin is not None:
             baseline, drafts, dropped, report, graphs = twin
+    if max_rules is None and drafts:
+        smaller = _smaller_round(
+            baseline, drafts, report, rules, preset, target, dims, note, graphs
+        )
+        if smaller is not None:
+            drafts, report, more_dropped = smaller
+            dropped += more_dropped
     drafts, report = _spelled_checks(models, report, drafts, rules, preset, target, dims, note)
     return Suggestion(tuple(drafts), tuple(dropped), report, target)
+
+
+def _smaller_round(  # noqa: ANN001, PLR0913
+    baseline, drafts, report, rules, preset, target, dims, note, graphs
+) -> tuple | None:
+    """Draft the largest smaller form of every drafted rule's match that is no kernel.
+
+    A drafted rule matches its structure at other occurrences too (another layer here,
+    the same layer in another export). Where such a match is not viable because an
+    intermediate is read outside it (a residual sum the next layer also reads) or it
+    leaves and re-enters itself (not convex), the rule gives nothing there, and the same
+    end differs in the other exports of the architecture (bloom: the 11-op draft's
+    residual sum escapes in the dynamo export, where an 8-op form used to fuse). So each
+    such match's largest trim that the cost model fuses (``regions.largest_viable_form``)
+    is drafted as a region of its own, and these drafts are carried over where they
+    lower no model's coverage (``_carry``; they may fuse nothing in the models given).
+    The new state (drafts, report, dropped), else None."""
+    from ruleengine import coverage
+    from ruleengine.cost.scoring import GroupMemo
+    from ruleengine.suggest.canon import canonicalize, composite_instances
+    from ruleengine.suggest.emit import fitting_priority, rule_name
+    from ruleengine.suggest.regions import largest_viable_form
+
+    analyses = _analyses(baseline, drafts, rules, preset, target, dims, note)
+    names = {d.name for d in drafts}
+    drafted = {d.cluster.key for d in drafts}
+    clusters: dict[tuple, list[Instance]] = {}
+    priorities: dict[str, int] = {}
+    for (_path, name, *_), analysis in zip(baseline, analyses, strict=True):
+        priorities.update({r.name: r.priority for r in analysis.rule_set.rules})
+        misses = {
+            sc.candidate.node_set
+            for sc in analysis.scored
+            if sc.candidate.rule in names and sc.verdict.name in TRIMMED_VERDICTS
+        }
+        if not misses:
+            continue
+        note(f"smaller forms of {len(misses)} drafted match(es) not viable in {name}")
+        graph = analysis.graph
+        edges = coverage.fusable_edges(graph)
+        composites = composite_instances(graph)
+        memo = GroupMemo(graph, analysis.target)
+        chosen = analysis.resolution.chosen
+        seen: set[tuple[str, ...]] = set()
+        for miss in sorted(misses, key=sorted):
+            region = largest_viable_form(graph, miss, analysis.target, edges, {miss}, memo)
+            if region is None or region.nodes in seen:
+                continue
+            seen.add(region.nodes)
+            canon = canonicalize(graph, region.nodes, composites)
+            if canon.key in drafted:
+                continue
+            clusters.setdefault(canon.key, []).append(_instance(name, graph, region, canon, chosen))
+    if not clusters:
+        return None
+    ranked = sorted(
+        (Cluster(k, tuple(sorted(v, key=lambda i: i.model))) for k, v in clusters.items()),
+        key=lambda c: (-c.bytes_saved, -len(c.instances), repr(c.key)),
+    )
+    taken = set(priorities) | names
+    alternatives = []
+    for c in ranked:
+        name = rule_name(c, taken)
+        absorbed = set().union(*(i.absorbed_rules for i in c.instances))
+        priority = fitting_priority(absorbed, priorities)
+        fitted = _fitting_drafts(c, name, priority, target, graphs)
+        if fitted:
+            alternatives.append(_alternatives(name, priority, fitted))
+    note("generating and running the rule tests of the smaller forms")
+    more, failed = _with_tests(alternatives, graphs)
+    both, alike = _distinct([*drafts, *more], rules, preset)
+    more = [_with_kernel(d, graphs) for d in both[len(drafts) :]]
+    if len(both) < len(drafts) or not more:
+        return None
+    carried = _carry(baseline, drafts, more, report, rules, preset, target, dims, note, analyses)
+    if not carried:
+        return None
+    kept, pruned, trial = _measure_after(
+        baseline, [*drafts, *carried], rules, preset, target, dims, note, graphs
+    )
+    if any(t.after + 1e-9 < m.after for t, m in zip(trial, report, strict=True)):
+        return None
+    left = [
+        (d.name, "a smaller form not carried over: it lowers coverage")
+        for d in more
+        if d not in carried
+    ]
+    return kept, trial, [*failed, *alike, *left, *pruned]
 
 
 # a fall in the other spelling's coverage smaller than this is not one (figures print
@@ -361,15 +460,19 @@ def _twin_round(  # noqa: ANN001, PLR0913
     return again, more, [*dropped, *pruned, *left], trial, graphs
 
 
-def _carry(baseline, drafts, extra, report, rules, preset, target, dims, note) -> list[DraftRule]:  # noqa: ANN001, PLR0913
+def _carry(  # noqa: ANN001, PLR0913
+    baseline, drafts, extra, report, rules, preset, target, dims, note, analyses=None
+) -> list[DraftRule]:
     """The drafts of ``extra`` that, added one at a time (in rank order) beside
     ``drafts``, lower no model's coverage (the selection stage run over the scored
-    candidates, as ``_prune`` runs it)."""
+    candidates, as ``_prune`` runs it). ``analyses``: the models' with ``drafts``, where
+    already run."""
     from ruleengine import coverage
     from ruleengine.cost.scoring import _reduce_duplicates
     from ruleengine.resolve import resolve
 
-    analyses = _analyses(baseline, drafts, rules, preset, target, dims, note)
+    if analyses is None:
+        analyses = _analyses(baseline, drafts, rules, preset, target, dims, note)
     edges = [coverage.fusable_edges(a.graph) for a in analyses]
     scored = [list(a.scored) for a in analyses]
     now = [m.after for m in report]

@@ -597,3 +597,66 @@ def core_region(
     pos = topo_position(graph)
     cost = scored.cost  # type: ignore[attr-defined]
     return Region(tuple(sorted(core, key=pos.__getitem__)), cost.bytes_saved, cost.net_bytes)
+
+
+# Sub-forms of one non-viable match tried, largest first (each a trim of its two ends).
+MAX_TRIMS = 4_000
+
+
+def largest_viable_form(
+    graph: Graph,
+    nodes: frozenset[str],
+    target: Target,
+    edges: coverage.FusableEdges,
+    skip: Iterable[frozenset[str]] = (),
+    memo: GroupMemo | None = None,
+) -> Region | None:
+    """The largest trim of ``nodes`` (a drafted rule's match that is not viable: an
+    intermediate read outside it, or not convex) that the cost model fuses: the nodes
+    less those before one node and those after another (within ``nodes``), connected,
+    capturing the most fusable bytes (ties: more nodes, then earlier in the graph).
+    ``skip``: node sets not to return (the match itself, forms already drafted).
+
+    A rule drafted from one occurrence of a structure matches its other occurrences
+    (other layers, other exports); where one of those leaves and re-enters the match, or
+    a residual sum inside it is read outside, the match is no kernel, and the form
+    without the offending end is the one that still fuses there (bloom: the MLP with its
+    residual sum, without the next layer's norm)."""
+    pos = topo_position(graph)
+    succ: dict[str, list[str]] = {n: [] for n in nodes}
+    pred: dict[str, list[str]] = {n: [] for n in nodes}
+    for n in nodes:
+        for t in graph.node(n).outputs:
+            tensor = graph.tensors.get(t) if t else None
+            for c, _ in tensor.consumers if tensor is not None else ():
+                if c in nodes and c != n:
+                    succ[n].append(c)
+                    pred[c].append(n)
+    after = {n: frozenset(_walk(n, succ, pos)) for n in nodes}
+    before = {n: frozenset(_walk(n, pred, pos)) for n in nodes}
+    skipped = set(skip)
+    forms: set[frozenset[str]] = set()
+    ends: list[frozenset[str]] = [frozenset(), *before.values()]
+    tails: list[frozenset[str]] = [frozenset(), *after.values()]
+    for head in ends:
+        for tail in tails:
+            form = nodes - head - tail
+            if len(form) >= 2 and form not in skipped:
+                forms.add(form)
+    inner = [e for e in edges.edges if e.producer in nodes and e.consumer in nodes]
+    captured = {
+        f: sum(e.nbytes for e in inner if e.producer in f and e.consumer in f) for f in forms
+    }
+    ranked = sorted(forms, key=lambda f: (-captured[f], -len(f), sorted(pos[n] for n in f)))
+    memo = memo or GroupMemo(graph, target)
+    for form in ranked[:MAX_TRIMS]:
+        if not captured[form]:
+            break
+        if len(_components(graph, form)) != 1:
+            continue
+        scored = score_one(graph, _candidate(graph, form), None, target, memo=memo)
+        if scored.verdict is not Verdict.FUSE:
+            continue
+        cost = scored.cost  # type: ignore[attr-defined]
+        return Region(tuple(sorted(form, key=pos.__getitem__)), cost.bytes_saved, cost.net_bytes)
+    return None
