@@ -29,6 +29,7 @@ from ruleengine.graph.model import Graph
 from ruleengine.match.model import Candidate
 from ruleengine.suggest.model import Region
 from ruleengine.suggest.partition import (
+    MAX_POOL_SETS,
     Kernel,
     Partition,
     Pool,
@@ -91,6 +92,7 @@ def search_regions(
     compact_ops: Sequence[int] = COMPACT_OPS,
     twins: bool = False,
     memo: dict | None = None,
+    max_sets: int = MAX_POOL_SETS,
 ) -> RegionSearch:
     """The regions to draft rules for, and the ceiling.
 
@@ -110,7 +112,7 @@ def search_regions(
 
     ``memo``: kept by the caller across calls on the same graph object; what does not
     depend on ``twins`` (pool, ceilings, drafting options) is computed once for the same
-    groups and rivals.
+    groups and rivals. ``max_sets``: the pool's budget of sets judged.
     """
     edges = coverage.fusable_edges(graph) if edges is None else edges
     pos = topo_position(graph)
@@ -125,12 +127,15 @@ def search_regions(
         net_floor,
         tuple(compact_ops),
         target.name,
+        max_sets,
     )
     held = memo.get(key) if memo is not None else None
     base = held[1] if held is not None and held[0] is graph else None
     if base is None:
         seeds = find_regions(graph, chosen, target, edges)
-        pool = kernel_pool(graph, target, edges, extra=[*chosen, *(r.nodes for r in seeds)])
+        pool = kernel_pool(
+            graph, target, edges, extra=[*chosen, *(r.nodes for r in seeds)], max_sets=max_sets
+        )
         compacts = []
         for cap in compact_ops:
             small = [k for k in pool.kernels if k.compute_ops <= cap or k.nodes in kept]

@@ -116,6 +116,5 @@ def test_a_smaller_form_is_drafted_where_a_draft_matches_but_does_not_fuse(tmp_p
     assert report2[0].after > report[0].after
     # nothing left that a draft matches without fusing: no round
     assert (
-        _smaller_round(baseline, drafts2, report2, rules, None, target, None, quiet, graphs)
-        is None
+        _smaller_round(baseline, drafts2, report2, rules, None, target, None, quiet, graphs) is None
     )

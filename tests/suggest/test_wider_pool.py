@@ -1,0 +1,47 @@
+"""The wider pool: where the kernel pool hits its budget and the drafting partition's
+selection falls short of the bar, the region search runs again with WIDER_POOL_SETS."""
+
+from __future__ import annotations
+
+import ruleengine.suggest as sg
+import ruleengine.suggest.regions as regions
+
+from .graphs import NOTHING_RULE, save
+from .test_redraft import TWO
+
+
+def _baseline(tmp_path, monkeypatch, budget: int, below: float):  # noqa: ANN202
+    """The first drafting's baseline of TWO with a pool budget of ``budget`` sets, the
+    pools judged by the search (``max_sets`` per call)."""
+    model = save(TWO, tmp_path / "two.onnx")
+    given = tmp_path / "given"
+    given.mkdir(exist_ok=True)
+    (given / "nothing.yaml").write_text(NOTHING_RULE)
+    calls: list[int] = []
+    real = regions.search_regions
+
+    def counted(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        kwargs.setdefault("max_sets", budget)
+        calls.append(kwargs["max_sets"])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(regions, "search_regions", counted)
+    monkeypatch.setattr(sg, "WIDER_BELOW", below)
+    baseline, *_ = sg._draft([model], [given], None, "ascend910b", None, 0, None, lambda _m: None)
+    return baseline[0], calls
+
+
+def test_a_capped_pool_under_the_bar_is_searched_again_wider(tmp_path, monkeypatch):
+    # a budget of 2 sets caps the pool: its ceiling is not proven
+    (_, _, _, _, capped, _), calls = _baseline(tmp_path, monkeypatch, 2, 0.0)
+    assert calls == [2] and capped[3] is False
+    # the same, under a bar it misses: searched again with the wider pool, complete there,
+    # and the figures reported are the wider search's (ceiling proven)
+    (_, _, _, _, wider, _), calls = _baseline(tmp_path, monkeypatch, 2, 1.01)
+    assert calls == [2, sg.WIDER_POOL_SETS]
+    assert wider[3] is True and wider[2] >= capped[2]
+
+
+def test_a_complete_pool_is_not_searched_again(tmp_path, monkeypatch):
+    (_, _, _, _, ceilings, _), calls = _baseline(tmp_path, monkeypatch, 12_000, 1.01)
+    assert calls == [12_000] and ceilings[3] is True
