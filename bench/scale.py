@@ -16,7 +16,10 @@ wall time and peak RSS (``os.wait4``):
 
 Each case runs ``--repeat`` times (default 3) and every time, stage time and ratio below
 is the least over those runs (peak RSS: the most): on a shared 2-core machine one pair of
-runs moved a stage's exponent by +-0.1 (bench/results/, docs/speed.md).
+runs moved a stage's exponent by +-0.1 (bench/results/, docs/speed.md). The runs of one
+weight form go in rounds, every size once per round, the order reversed every other round,
+so that a host that slows down during the run weighs on every size alike; each exponent
+is printed with its spread over the rounds taken one at a time.
 
 Printed per case: nodes, both wall times and their ratio, the ratio of their CPU times
 (user + system of the process and the workers it waited for: steadier than wall time on a
@@ -197,10 +200,18 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         for form in forms:
+            cases = {n: write_model(n, form, folder) for n in layers}
+            runs_of: dict[int, list[dict]] = {n: [] for n in layers}
+            for rep in range(args.repeat):
+                # sizes interleaved, the order reversed every other round: a machine that
+                # slows down or speeds up during the run then weighs on every size alike
+                # instead of on the sizes measured last (the exponent compares them)
+                for n in layers if rep % 2 == 0 else layers[::-1]:
+                    path = cases[n][0]
+                    out = folder / f"out-{form}-{n}"
+                    runs_of[n].append(measure_case(py, path, out, folder))
             for n in layers:
-                path, nodes = write_model(n, form, folder)
-                out = folder / f"out-{form}-{n}"
-                runs = [measure_case(py, path, out, folder) for _ in range(args.repeat)]
+                nodes, runs = cases[n][1], runs_of[n]
                 # the least of each figure over the runs (timeit's rule: noise only adds);
                 # peak RSS the most (the memory goal is an upper bound)
                 fl_s, fu_s = min(r["floor"] for r in runs), min(r["fuse"] for r in runs)
@@ -213,6 +224,7 @@ def main() -> None:
                 cpu_stages = {s: min(r["cpu_stages"].get(s, 0.0) for r in runs) for s in STAGES}
                 rows[(form, n)] = row = {
                     "nodes": nodes,
+                    "runs": runs,
                     "fuse": fu_s,
                     "fuse_cpu": fu_cpu,
                     "ratio": fu_s / fl_s,
@@ -256,7 +268,8 @@ def scaling(
     print(
         f"\nscaling per stage, {what} seconds: t(2n)/t(n) between consecutive sizes (2.0 = "
         f"linear), then the exponent {lo} -> {hi} layers (1.0 = linear; goal <= "
-        f"{GOAL_EXPONENT})"
+        f"{GOAL_EXPONENT}) from each stage's least time, then the spread of that exponent "
+        f"over the rounds taken one at a time (largest less least: this run's noise)"
     )
     for form in forms:
         print(f"{form:12s} {'fuse':>7s} " + " ".join(f"{s:>7s}" for s in STAGES))
@@ -277,6 +290,24 @@ def scaling(
             f"{'  exponent':12s} {exponent(a[total], b[total], a['nodes'], b['nodes']):7.2f} "
             + " ".join(f"{ex[s]:7.2f}" for s in STAGES)
         )
+        # the same exponent from each round alone (the sizes of one round measured one
+        # after the other): how far one round's figure moves, the noise of this run
+        rounds = list(zip(a["runs"], b["runs"], strict=True))
+        spread = {
+            s: _spread(
+                [
+                    exponent(ra[key].get(s, 0), rb[key].get(s, 0), a["nodes"], b["nodes"])
+                    for ra, rb in rounds
+                ]
+            )
+            for s in STAGES
+        }
+        spread_total = _spread(
+            [exponent(ra[total], rb[total], a["nodes"], b["nodes"]) for ra, rb in rounds]
+        )
+        print(
+            f"{'  spread':12s} {spread_total:7.2f} " + " ".join(f"{spread[s]:7.2f}" for s in STAGES)
+        )
         counted = {
             s: e
             for s, e in ex.items()
@@ -286,6 +317,12 @@ def scaling(
             stage = max(counted, key=counted.__getitem__)
             worst[form] = (counted[stage], stage)
     return worst
+
+
+def _spread(values: list[float]) -> float:
+    """The largest less the least of ``values`` (NaN left out; 0 for fewer than two)."""
+    real = [v for v in values if not math.isnan(v)]
+    return max(real) - min(real) if len(real) > 1 else 0.0
 
 
 def compare_onnxscript(folder: Path, compare_at: int, py: str) -> tuple[float, str] | None:
