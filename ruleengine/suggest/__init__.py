@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
+from functools import partial
 from pathlib import Path
 from typing import NamedTuple
 
@@ -583,7 +584,8 @@ def _draft(  # noqa: PLR0913
             for sc in analysis.scored
             if sc.viable and sc.cost is not None
         ]
-        search = search_regions(
+        search_with = partial(
+            search_regions,
             graph,
             groups,
             analysis.target,
@@ -593,23 +595,14 @@ def _draft(  # noqa: PLR0913
             twins=twins,
             memo=search_memo,
         )
+        search = search_with()
         fusable = edges.fusable_bytes or 1
         if not search.pool.complete and search.selected < WIDER_BELOW * fusable:
             # the pool hit its budget and what it offers falls short of the bar: the
             # groups that reach it may lie past the budget (stablelm-tiny.dynamo: 89.6%
             # with 12,000 sets, 91.1% with 48,000)
             note(f"{name}: the pool hit its budget under {WIDER_BELOW:.0%}: a wider pool")
-            search = search_regions(
-                graph,
-                groups,
-                analysis.target,
-                edges,
-                rivals=rivals,
-                net_floor=sum(sc.cost.net_bytes for sc in chosen if sc.cost is not None),
-                twins=twins,
-                memo=search_memo,
-                max_sets=WIDER_POOL_SETS,
-            )
+            search = search_with(max_sets=WIDER_POOL_SETS)
         regions, compact = search.regions, search.compact
         composites = composite_instances(graph) if regions else ()
         seen: set[tuple[str, ...]] = set()
