@@ -562,15 +562,7 @@ def _scan(data: bytes, n: int) -> list[int]:
         if b2 < 0x80:
             pos += 3 + ((b1 & 0x7F) | b2 << 7)
             continue
-        pos += 1
-        length = shift = 0
-        while True:
-            byte = data[pos]
-            pos += 1
-            length |= (byte & 0x7F) << shift
-            if byte < 0x80:
-                break
-            shift += 7
+        length, pos = _varint_at(data, pos + 1)
         pos += length
     if pos > end:
         raise ValueError("cut short")
