@@ -839,20 +839,36 @@ def _fitting_drafts(  # noqa: ANN001
     so where none fits they are spelled out as ONNX ops. A pattern that would be one
     repeated op (a bare elementwise chain) keeps its ops."""
     from ruleengine.match.compile import MAX_CLAUSES_PER_RULE
-    from ruleengine.suggest.emit import chains, draft, shared_params, size_limit
+    from ruleengine.suggest.emit import chains, draft, noop_casts, shared_params, size_limit
 
     def node_of(model: str, name: str):  # noqa: ANN202
         return graphs[model].node(name)
 
+    def is_noop(model: str, name: str) -> bool:
+        return _noop_cast(graphs[model], name)
+
     for spelled_out in (False, True):
         cluster = _primitive(c, graphs) if spelled_out else c
+        drop = noop_casts(cluster, is_noop)
+
+        def write(spread, *args, sizes=None, cluster=cluster, drop=drop) -> str:  # noqa: ANN001
+            # the no-op Casts' branch where the clauses still fit, else the draft without it
+            budget = MAX_CLAUSES_PER_RULE if spread is None else DRAFT_CLAUSES
+            if drop:
+                _, text = draft(
+                    cluster, name, priority, target, spread, *args, sizes=sizes, drop=drop
+                )
+                if _clauses(text) <= budget:
+                    return text
+            return draft(cluster, name, priority, target, spread, *args, sizes=sizes)[1]
+
         out: dict[str, Cluster] = {}
         spreads: list = []
         whole = [list(range(len(cluster.instances[0].units)))]
         for spread in SPREADS:
             if spread is not None and chains(cluster) == whole:
                 continue
-            _, text = draft(cluster, name, priority, target, spread)
+            text = write(spread)
             budget = MAX_CLAUSES_PER_RULE if spread is None else DRAFT_CLAUSES
             if _clauses(text) <= budget and text not in out:
                 out[text] = cluster
@@ -865,7 +881,7 @@ def _fitting_drafts(  # noqa: ANN001
             pinned: dict[str, Cluster] = {}
             for how in ({}, pins) if pins else ({},):
                 for spread in spreads:
-                    _, text = draft(cluster, name, priority, target, spread, how, counts)
+                    text = write(spread, how, counts)
                     if text not in out and _clauses(text) <= (
                         MAX_CLAUSES_PER_RULE if spread is None else DRAFT_CLAUSES
                     ):
@@ -878,7 +894,7 @@ def _fitting_drafts(  # noqa: ANN001
             if sizes != (None, None):
                 plain = list(out)  # the unpinned drafts, one per spread, in order
                 for spread, was in zip(spreads, plain, strict=True):
-                    _, text = draft(cluster, name, priority, target, spread, sizes=sizes)
+                    text = write(spread, sizes=sizes)
                     if text not in pinned:
                         pinned[text] = cluster
                         unsized[text] = (was, size_limit(sizes))
@@ -887,6 +903,20 @@ def _fitting_drafts(  # noqa: ANN001
                 *(Fitted(cl, text, True, unsized.get(text)) for text, cl in pinned.items()),
             ]
     return []
+
+
+def _noop_cast(graph, name: str) -> bool:  # noqa: ANN001
+    """A Cast node to the dtype its input already has: it computes nothing."""
+    from ruleengine.graph.loader import _dtype_name  # the names the loader gives dtypes
+
+    node = graph.node(name)
+    if node.op_type != "Cast" or not node.inputs or not node.inputs[0]:
+        return False
+    tensor = graph.tensors.get(node.inputs[0])
+    to = node.attributes.get("to")
+    if tensor is None or tensor.dtype is None or not isinstance(to, int):
+        return False
+    return _dtype_name(to) == tensor.dtype
 
 
 def _largest_sizes(c: Cluster, graphs) -> tuple[int | None, int | None]:  # noqa: ANN001

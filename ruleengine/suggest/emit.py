@@ -10,14 +10,14 @@ position gets the smallest op class holding them all.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 import yaml
 
 from ruleengine.cost.scoring import human_bytes
 from ruleengine.graph.model import Node
 from ruleengine.suggest.canon import smallest_class
-from ruleengine.suggest.model import Cluster
+from ruleengine.suggest.model import Cluster, Instance
 
 HEADER = (
     "# Drafted by `autofusion suggest` from the models named in the description.\n"
@@ -172,6 +172,62 @@ def pattern_ops(
     return ops
 
 
+def noop_casts(cluster: Cluster, is_noop: Callable[[str, str], bool]) -> tuple[int, ...]:
+    """Pattern ops that are, in every instance, one Cast node to the dtype its input
+    already has (``is_noop(model, node)``): a no-op. TorchScript writes one before every
+    RMSNorm of a float32 model; dynamo writes none. A draft keeps the Cast (its instances
+    have it) and offers the same pattern without it as a branch (``draft(drop=)``), so it
+    matches the exports that have none. At most as many as leave two ops."""
+    units = cluster.instances[0].units
+    found = tuple(
+        k
+        for k, u in enumerate(units)
+        if not u.composite
+        and len(u.inputs) <= 1
+        and all(
+            len(inst.units[k].nodes) == 1 and is_noop(inst.model, inst.units[k].nodes[0])
+            for inst in cluster.instances
+        )
+    )
+    return found if len(units) - len(found) >= 2 else ()
+
+
+def without_units(cluster: Cluster, drop: Sequence[int]) -> Cluster:
+    """The cluster with pattern ops ``drop`` (each reading at most one pattern op)
+    contracted: a reader of a dropped op reads what the dropped op read (nothing inside
+    the pattern for a root: then the reader reads from outside there)."""
+    from dataclasses import replace
+
+    from ruleengine.suggest.canon import InputRef
+
+    gone = set(drop)
+    units = cluster.instances[0].units
+    keep = [k for k in range(len(units)) if k not in gone]
+    new = {k: i for i, k in enumerate(keep)}
+
+    def through(inst_units: tuple, ref: InputRef) -> InputRef | None:
+        while ref.source in gone:
+            above = inst_units[ref.source].inputs
+            if not above:
+                return None
+            ref = InputRef(ref.port, above[0].source, above[0].output_idx)
+        return InputRef(ref.port, new[ref.source], ref.output_idx)
+
+    def bare(inst: Instance) -> Instance:
+        out = []
+        for k in keep:
+            u = inst.units[k]
+            refs = {r for ref in u.inputs if (r := through(inst.units, ref)) is not None}
+            out.append(
+                replace(
+                    u, inputs=tuple(sorted(refs, key=lambda r: (r.source, r.port, r.output_idx)))
+                )
+            )
+        return replace(inst, units=tuple(out))
+
+    return Cluster(("without", cluster.key, tuple(drop)), tuple(bare(i) for i in cluster.instances))
+
+
 # The description line of a draft pinned to what its regions have (``draft``).
 PINNED_NOTE = "Pinned to what its regions have"
 
@@ -276,6 +332,7 @@ def draft(  # noqa: PLR0913
     pins: Mapping[int, dict] | None = None,
     counts: tuple[int, int, int | None] | None = None,
     sizes: tuple[int | None, int | None] | None = None,
+    drop: Sequence[int] = (),
 ) -> tuple[Mapping[str, object], str]:
     """The rule (as data) and its YAML text (``spread``, ``pins``: see ``pattern_ops``).
     ``counts``: (fewest, most) non-constant inputs and the output count (None where the
@@ -284,7 +341,10 @@ def draft(  # noqa: PLR0913
     weight that is constant there, another tensor kept for later) no longer matches.
     ``sizes``: the largest intermediate and output tensor (bytes) its regions have,
     pinned as a ``memory_limit``: the same structure on larger tensors (a longer
-    sequence, a wider layer) no longer matches; smaller ones still do."""
+    sequence, a wider layer) no longer matches; smaller ones still do. ``drop``: pattern
+    ops that are no-op Casts (``noop_casts``); the pattern without them is written as a
+    branch (another export writes no Cast there, and a drafted op cannot be optional
+    where it has a producer)."""
     dtypes = sorted(set().union(*(i.dtypes for i in cluster.instances)))
     constraints: list[dict] = [{"type": "ub_fit"}]
     if dtypes:
@@ -292,6 +352,20 @@ def draft(  # noqa: PLR0913
     if sizes is not None and any(n is not None for n in sizes):
         constraints.append({"type": "memory_limit", **size_limit(sizes)})
     match: dict = {"ops": pattern_ops(cluster, spread, pins)}
+    if drop:
+        kept = [k for k in range(len(cluster.instances[0].units)) if k not in set(drop)]
+        moved = {k: i for i, k in enumerate(kept)}
+        bare_pins = {moved[k]: v for k, v in (pins or {}).items() if k in moved}
+        casts = len(drop)
+        branch = [
+            {
+                "ops": pattern_ops(without_units(cluster, drop), spread, bare_pins),
+                "description": (
+                    f"the same without the {casts} Cast op(s) to the dtype their input "
+                    "already has (no-ops; another export writes none there)"
+                ),
+            }
+        ]
     subgraph: dict = {}
     if counts is not None:
         subgraph["input_count_range"] = [counts[0], counts[1]]
@@ -302,6 +376,8 @@ def draft(  # noqa: PLR0913
         subgraph["allow_intermediate_outputs"] = True
     if subgraph:
         match["subgraph"] = subgraph
+    if drop:
+        match["branches"] = branch
     description = describe(cluster, target, spread)
     sized = sizes is not None and any(n is not None for n in sizes)
     if pins or counts is not None or sized:
