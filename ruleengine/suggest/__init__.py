@@ -839,7 +839,14 @@ def _fitting_drafts(  # noqa: ANN001
     so where none fits they are spelled out as ONNX ops. A pattern that would be one
     repeated op (a bare elementwise chain) keeps its ops."""
     from ruleengine.match.compile import MAX_CLAUSES_PER_RULE
-    from ruleengine.suggest.emit import chains, draft, noop_casts, shared_params, size_limit
+    from ruleengine.suggest.emit import (
+        bare_convs,
+        chains,
+        draft,
+        noop_casts,
+        shared_params,
+        size_limit,
+    )
 
     def node_of(model: str, name: str):  # noqa: ANN202
         return graphs[model].node(name)
@@ -847,16 +854,30 @@ def _fitting_drafts(  # noqa: ANN001
     def is_noop(model: str, name: str) -> bool:
         return _noop_cast(graphs[model], name)
 
+    def is_bare(model: str, name: str) -> bool:
+        return _bare_conv(graphs[model], name)
+
     for spelled_out in (False, True):
         cluster = _primitive(c, graphs) if spelled_out else c
         drop = noop_casts(cluster, is_noop)
+        bn = bare_convs(cluster, is_bare)
+        # the branches (no-op Casts away, BatchNorm after bare Convs) where the clauses
+        # still fit: both, either, none
+        tries = list(dict.fromkeys([(drop, bn), (drop, ()), ((), bn), ((), ())]))
 
-        def write(spread, *args, sizes=None, cluster=cluster, drop=drop) -> str:  # noqa: ANN001
-            # the no-op Casts' branch where the clauses still fit, else the draft without it
+        def write(spread, *args, sizes=None, cluster=cluster, tries=tries) -> str:  # noqa: ANN001
             budget = MAX_CLAUSES_PER_RULE if spread is None else DRAFT_CLAUSES
-            if drop:
+            for without, with_bn in tries[:-1]:
                 _, text = draft(
-                    cluster, name, priority, target, spread, *args, sizes=sizes, drop=drop
+                    cluster,
+                    name,
+                    priority,
+                    target,
+                    spread,
+                    *args,
+                    sizes=sizes,
+                    drop=without,
+                    bn_after=with_bn,
                 )
                 if _clauses(text) <= budget:
                     return text
@@ -917,6 +938,16 @@ def _noop_cast(graph, name: str) -> bool:  # noqa: ANN001
     if tensor is None or tensor.dtype is None or not isinstance(to, int):
         return False
     return _dtype_name(to) == tensor.dtype
+
+
+def _bare_conv(graph, name: str) -> bool:  # noqa: ANN001
+    """A Conv whose output no BatchNormalization reads (the exporter folded it, if any)."""
+    node = graph.node(name)
+    if node.op_type != "Conv" or not node.outputs or not node.outputs[0]:
+        return False
+    tensor = graph.tensors.get(node.outputs[0])
+    readers = tensor.consumers if tensor is not None else ()
+    return not any(graph.node(c).op_type == "BatchNormalization" for c, _ in readers)
 
 
 def _largest_sizes(c: Cluster, graphs) -> tuple[int | None, int | None]:  # noqa: ANN001

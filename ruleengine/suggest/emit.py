@@ -228,6 +228,66 @@ def without_units(cluster: Cluster, drop: Sequence[int]) -> Cluster:
     return Cluster(("without", cluster.key, tuple(drop)), tuple(bare(i) for i in cluster.instances))
 
 
+def bare_convs(cluster: Cluster, is_bare: Callable[[str, str], bool]) -> tuple[int, ...]:
+    """Pattern ops that are, in every instance, one Conv node whose output no
+    BatchNormalization reads (``is_bare(model, node)``): where the exporter folded the
+    inference BatchNorm into the Conv. An export that keeps it (TorchScript's keepbn)
+    has Conv -> BatchNormalization there, which a compiler folds the same way; a draft
+    offers its pattern with a BatchNormalization after each such Conv as a branch
+    (``draft(bn_after=)``)."""
+    units = cluster.instances[0].units
+    return tuple(
+        k
+        for k, u in enumerate(units)
+        if not u.composite
+        and all(
+            len(inst.units[k].nodes) == 1 and is_bare(inst.model, inst.units[k].nodes[0])
+            for inst in cluster.instances
+        )
+    )
+
+
+def with_bn_after(cluster: Cluster, convs: Sequence[int]) -> tuple[Cluster, dict[int, int]]:
+    """The cluster with a BatchNormalization unit after each pattern op of ``convs``
+    (reading it; its readers read the BatchNormalization), and old index -> new."""
+    from dataclasses import replace
+
+    from ruleengine.suggest.canon import InputRef, Unit, coarse_label
+
+    after = set(convs)
+    n = len(cluster.instances[0].units)
+    new: dict[int, int] = {}
+    bn: dict[int, int] = {}
+    k2 = 0
+    for k in range(n):
+        new[k] = k2
+        k2 += 1
+        if k in after:
+            bn[k] = k2
+            k2 += 1
+
+    def moved(ref: InputRef) -> InputRef:
+        if ref.source in after:
+            return InputRef(ref.port, bn[ref.source], 0)
+        return InputRef(ref.port, new[ref.source], ref.output_idx)
+
+    def grown(inst: Instance) -> Instance:
+        out = []
+        for k, u in enumerate(inst.units):
+            out.append(replace(u, inputs=tuple(moved(r) for r in u.inputs)))
+            if k in after:
+                label = "BatchNormalization"
+                out.append(
+                    Unit((), label, coarse_label(label), False, False, (InputRef(0, new[k], 0),))
+                )
+        return replace(inst, units=tuple(out))
+
+    grown_cluster = Cluster(
+        ("bn_after", cluster.key, tuple(convs)), tuple(grown(i) for i in cluster.instances)
+    )
+    return grown_cluster, new
+
+
 # The description line of a draft pinned to what its regions have (``draft``).
 PINNED_NOTE = "Pinned to what its regions have"
 
@@ -333,6 +393,7 @@ def draft(  # noqa: PLR0913
     counts: tuple[int, int, int | None] | None = None,
     sizes: tuple[int | None, int | None] | None = None,
     drop: Sequence[int] = (),
+    bn_after: Sequence[int] = (),
 ) -> tuple[Mapping[str, object], str]:
     """The rule (as data) and its YAML text (``spread``, ``pins``: see ``pattern_ops``).
     ``counts``: (fewest, most) non-constant inputs and the output count (None where the
@@ -344,7 +405,10 @@ def draft(  # noqa: PLR0913
     sequence, a wider layer) no longer matches; smaller ones still do. ``drop``: pattern
     ops that are no-op Casts (``noop_casts``); the pattern without them is written as a
     branch (another export writes no Cast there, and a drafted op cannot be optional
-    where it has a producer)."""
+    where it has a producer). ``bn_after``: Conv pattern ops with no BatchNormalization
+    after them (``bare_convs``); the pattern with one after each is written as a branch
+    (an export that keeps the inference BatchNorm, which a compiler folds into the Conv:
+    the cost model counts its constants as folded, ``cost.scoring``)."""
     dtypes = sorted(set().union(*(i.dtypes for i in cluster.instances)))
     constraints: list[dict] = [{"type": "ub_fit"}]
     if dtypes:
@@ -352,20 +416,33 @@ def draft(  # noqa: PLR0913
     if sizes is not None and any(n is not None for n in sizes):
         constraints.append({"type": "memory_limit", **size_limit(sizes)})
     match: dict = {"ops": pattern_ops(cluster, spread, pins)}
+    branch: list[dict] = []
     if drop:
         kept = [k for k in range(len(cluster.instances[0].units)) if k not in set(drop)]
         moved = {k: i for i, k in enumerate(kept)}
         bare_pins = {moved[k]: v for k, v in (pins or {}).items() if k in moved}
-        casts = len(drop)
-        branch = [
+        branch.append(
             {
                 "ops": pattern_ops(without_units(cluster, drop), spread, bare_pins),
                 "description": (
-                    f"the same without the {casts} Cast op(s) to the dtype their input "
+                    f"the same without the {len(drop)} Cast op(s) to the dtype their input "
                     "already has (no-ops; another export writes none there)"
                 ),
             }
-        ]
+        )
+    if bn_after:
+        grown, index = with_bn_after(cluster, bn_after)
+        grown_pins = {index[k]: v for k, v in (pins or {}).items()}
+        branch.append(
+            {
+                "ops": pattern_ops(grown, spread, grown_pins),
+                "description": (
+                    f"the same with an inference BatchNormalization after each of its "
+                    f"{len(bn_after)} Conv op(s) (an export that keeps it; a compiler folds "
+                    "it into the Conv)"
+                ),
+            }
+        )
     subgraph: dict = {}
     if counts is not None:
         subgraph["input_count_range"] = [counts[0], counts[1]]
@@ -376,7 +453,7 @@ def draft(  # noqa: PLR0913
         subgraph["allow_intermediate_outputs"] = True
     if subgraph:
         match["subgraph"] = subgraph
-    if drop:
+    if branch:
         match["branches"] = branch
     description = describe(cluster, target, spread)
     sized = sizes is not None and any(n is not None for n in sizes)
@@ -444,7 +521,10 @@ def kernel_entry(rule_text: str, cluster: Cluster, op_types: Iterable[str]) -> s
     n_cube = sum(1 for t in types if t in cube or t == "@cube")
     vector = {t for t in op_types if t not in cube}
     aliases = alias_table()
-    for t in types:
+    # a branch (no-op Casts away, a BatchNorm kept) holds no cube op the pattern lacks
+    more = [op["type"] for b in rule["match"].get("branches", ()) for op in b["ops"]]
+    vector.update(t for t in more if not t.startswith("@") and t not in aliases and t not in cube)
+    for t in [*types, *more]:
         if t.startswith("@") and t != "@cube":
             vector.add(t)
         elif t in aliases and aliases[t].composites:

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 from ruleengine import coverage
 from ruleengine.cost.model import Target, Verdict
-from ruleengine.cost.scoring import GroupMemo, constant_root, score_one
+from ruleengine.cost.scoring import GroupMemo, constant_root, folded_bn_inputs, score_one
 from ruleengine.graph.model import Graph
 from ruleengine.match.model import Candidate
 from ruleengine.resolve import DETERMINISTIC_WALL_FACTOR
@@ -95,7 +95,10 @@ def _weights(graph: Graph, node_names: Iterable[str]) -> dict[str, frozenset[str
     out = {}
     for name in node_names:
         found = set()
+        skip = _foldable_bn_stats(graph, name)
         for t in graph.node(name).inputs:
+            if t in skip:
+                continue
             tensor = graph.tensors.get(t) if t else None
             if tensor is None or not (
                 tensor.is_constant or tensor.is_initializer or tensor.const_foldable
@@ -106,6 +109,20 @@ def _weights(graph: Graph, node_names: Iterable[str]) -> dict[str, frozenset[str
             found.add(constant_root(graph, t))  # aliases of one constant: one slot
         out[name] = frozenset(found)
     return out
+
+
+def _foldable_bn_stats(graph: Graph, name: str) -> frozenset[str]:
+    """The constant inputs of an inference BatchNormalization that may fold into the Conv
+    before it (``folded_bn_inputs``, as if that Conv were in the set): never counted
+    here, so the counts stay at most what the cost model counts (a skip, never a
+    verdict: a set they let through is scored)."""
+    node = graph.node(name)
+    if node.op_type != "BatchNormalization" or not node.inputs:
+        return frozenset()
+    x = graph.tensors.get(node.inputs[0])
+    if x is None or x.producer is None:
+        return frozenset()
+    return folded_bn_inputs(graph, (graph.node(x.producer), node))
 
 
 def _slot(graph: Graph, t: str) -> bool:
@@ -228,7 +245,10 @@ def kernel_pool(
         ports = node.inputs[:1] if kinds[n] == coverage.VIEW else node.inputs
         # (aliases of one constant through Identity nodes: one slot, as the cost model
         # counts them; the Identity is compile-time, never in a group)
-        slots.append(tuple(_slot_key(graph, t) for t in ports if t and _slot(graph, t)))
+        skip = _foldable_bn_stats(graph, n)
+        slots.append(
+            tuple(_slot_key(graph, t) for t in ports if t and t not in skip and _slot(graph, t))
+        )
         made.append(tuple(t for t in node.outputs if t))
 
     def too_many_inputs(ids: list[int]) -> bool:

@@ -94,7 +94,9 @@ def test_a_noop_cast_is_drafted_with_a_branch_without_it(tmp_path):
     # without the branch the draft matches nothing there
     del rule["match"]["branches"]
     (folder / f"{d.name}.yaml").write_text(yaml.safe_dump(rule))
-    plain = find_candidates(load_graph(other), RuleSet(rules=lint_paths([folder], set_checks=False).rules))
+    plain = find_candidates(
+        load_graph(other), RuleSet(rules=lint_paths([folder], set_checks=False).rules)
+    )
     assert not plain.candidates
 
     # fused with the drafted rule (branch and all), the model still computes the same
