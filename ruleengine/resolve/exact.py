@@ -42,11 +42,16 @@ def solve_component(
     floors: Sequence[tuple[Sequence[int], int]] = (),
     floor_values: Sequence[int] = (),
     deterministic_s: float | None = None,
+    floor_groups: Sequence[Sequence[int]] = (),
+    floor_terms: Sequence[Sequence[tuple[int, int]]] = (),
 ) -> ComponentSolution:
     """Maximise the total weight of chosen candidates, no node twice, no cut fully chosen;
     per (skip, floor) of ``floors``, the chosen outside ``skip`` have at least ``floor``
-    total ``floor_values`` (suggest's selectable ceiling). ``deterministic_s``: also stop
-    after that much of CP-SAT's deterministic time (the same answer whatever the load)."""
+    total ``floor_values`` (suggest's selectable ceiling), plus, per (group, value) of the
+    floor's ``floor_terms`` entry (where given), ``value`` where any candidate of
+    ``floor_groups[group]`` is chosen (suggest's ceiling under twins).
+    ``deterministic_s``: also stop after that much of CP-SAT's deterministic time (the
+    same answer whatever the load)."""
     # Data: which candidates cover each node.
     # (nodes in sorted order: the model, hence the optimum CP-SAT returns among equal
     # ones, must not depend on set iteration order, which varies with string hashing)
@@ -66,6 +71,8 @@ def solve_component(
             floors,
             floor_values,
             deterministic_s,
+            floor_groups,
+            floor_terms,
         )
     from ortools.sat.python import cp_model_helper as cmh
 
@@ -174,8 +181,10 @@ def cp_model_of(
     hint: frozenset[int],
     floors: Sequence[tuple[Sequence[int], int]] = (),
     floor_values: Sequence[int] = (),
+    floor_groups: Sequence[Sequence[int]] = (),
+    floor_terms: Sequence[Sequence[tuple[int, int]]] = (),
 ) -> Any:
-    """The same model through ``cp_model`` (floors too)."""
+    """The same model through ``cp_model`` (floors too: ``solve_component``)."""
     from ortools.sat.python import cp_model
 
     model = cp_model.CpModel()
@@ -190,9 +199,19 @@ def cp_model_of(
     # Constraints: lazy cycle cuts; the groups of one contracted cycle are never all chosen.
     for cut in cuts:
         model.add(sum(x[i] for i in cut) <= len(cut) - 1)
-    for skip, floor in floors:
+    # y[g] = 1 where any candidate of floor group g is chosen (at least: the floors below
+    # only ever want it 0)
+    y = [model.new_bool_var(f"y{g}") for g in range(len(floor_groups))]
+    for g, members in enumerate(floor_groups):
+        for i in members:
+            model.add_implication(x[i], y[g])
+    for k, (skip, floor) in enumerate(floors):
         out = set(skip)
-        model.add(sum(int(v) * x[i] for i, v in enumerate(floor_values) if i not in out) >= floor)
+        saved = sum(int(v) * x[i] for i, v in enumerate(floor_values) if i not in out)
+        terms = floor_terms[k] if k < len(floor_terms) else ()
+        if terms:
+            saved -= sum(int(v) * y[g] for g, v in terms)
+        model.add(saved >= floor)
 
     # Objective: total net HBM bytes saved (integers).
     model.maximize(sum(int(w) * x[i] for i, w in enumerate(weights)))
@@ -212,10 +231,14 @@ def _solve_cp_model(
     floors: Sequence[tuple[Sequence[int], int]],
     floor_values: Sequence[int],
     deterministic_s: float | None,
+    floor_groups: Sequence[Sequence[int]] = (),
+    floor_terms: Sequence[Sequence[tuple[int, int]]] = (),
 ) -> ComponentSolution:
     from ortools.sat.python import cp_model
 
-    model = cp_model_of(weights, covering, cuts, hint, floors, floor_values)
+    model = cp_model_of(
+        weights, covering, cuts, hint, floors, floor_values, floor_groups, floor_terms
+    )
     solver = cp_model.CpSolver()
     _set_parameters(solver.parameters, time_limit_s, seed, workers, deterministic_s)
     status = run_interruptibly(lambda: solver.solve(model), solver.stop_search)

@@ -9,7 +9,7 @@ running the real pipeline again with the drafted rules added.
 from __future__ import annotations
 
 import tempfile
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import partial
 from pathlib import Path
 from typing import NamedTuple
@@ -76,6 +76,8 @@ REDRAFT_GAP = 0.0005  # coverage below reach by more than this (figures print to
 # search runs again with a pool of WIDER_POOL_SETS sets.
 WIDER_BELOW = 0.9
 WIDER_POOL_SETS = 48_000
+# the memo entry naming the models whose drafting used the wider pool
+WIDER_USED = "wider pool used"
 
 # A drafted rule's match elsewhere that is no kernel for one of these reasons has a
 # smaller form drafted too (``_smaller_round``).
@@ -126,6 +128,13 @@ def _suggest(  # noqa: ANN001, PLR0913
         baseline, drafts, rules, preset, target, dims, note, graphs
     )
     dropped += pruned
+    if max_rules is None and drafts and memo.get(WIDER_USED):
+        first = _first_pool_round(
+            models, baseline, drafts, report, rules, preset, target, dims, min_bytes, note, memo
+        )
+        if first is not None:
+            drafts, report, more_dropped = first
+            dropped += more_dropped
     for _ in range(REDRAFT_ROUNDS if max_rules is None else 0):
         rose = False
         # one model at a time: drafts that lower another model's coverage do not hold
@@ -170,6 +179,51 @@ def _suggest(  # noqa: ANN001, PLR0913
             dropped += more_dropped
     drafts, report = _spelled_checks(models, report, drafts, rules, preset, target, dims, note)
     return Suggestion(tuple(drafts), tuple(dropped), report, target)
+
+
+def _first_pool_round(  # noqa: ANN001, PLR0913
+    models, baseline, drafts, report, rules, preset, target, dims, min_bytes, note, memo
+) -> tuple | None:
+    """Where the wider pool was searched (``WIDER_BELOW``), also the drafts of the first
+    search (``partition.MAX_POOL_SETS`` sets), carried over where they lower no model's
+    coverage (``_carry``, as the twin round carries earlier drafts): the wider search's
+    drafts raise the model they are drafted from, the first search's may be the ones
+    another export takes (stablelm ts -> dynamo: 87.8% with the first search's 7 drafts,
+    84.7% with the wider search's 9). The new state (drafts, report, dropped), else None."""
+    note("the first search's drafts too, where the wider pool was searched")
+    drafted = {d.cluster.key for d in drafts}
+    _, first, _, graphs = _draft(
+        models,
+        rules,
+        preset,
+        target,
+        dims,
+        min_bytes,
+        None,
+        note,
+        memo=memo,
+        narrow=True,
+        taken={d.name for d in drafts},
+    )
+    extra = [d for d in first if d.cluster.key not in drafted]
+    both, alike = _distinct([*drafts, *extra], rules, preset)
+    more = both[len(drafts) :]
+    if len(both) < len(drafts) or not more:
+        return None
+    carried = _carry(baseline, drafts, more, report, rules, preset, target, dims, note)
+    if not carried:
+        return None
+    kept, pruned, trial = _measure_after(
+        baseline, [*drafts, *carried], rules, preset, target, dims, note, graphs
+    )
+    if any(t.after + 1e-9 < m.after for t, m in zip(trial, report, strict=True)):
+        return None
+    left = [
+        (d.name, "a draft of the first search not carried over: it lowers coverage")
+        for d in more
+        if d not in carried
+    ]
+    return kept, trial, [*alike, *left, *pruned]
 
 
 def _smaller_round(  # noqa: ANN001, PLR0913
@@ -541,11 +595,15 @@ def _draft(  # noqa: PLR0913
     names: Sequence[str] | None = None,
     twins: bool = False,
     memo: dict | None = None,
+    narrow: bool = False,
+    taken: Iterable[str] = (),
 ) -> tuple[list, list[DraftRule], list[tuple[str, str]], dict]:
     """Per model the figures before (``baseline``); the drafted rules with their tests
     and kernel entries; the clusters without a rule and why; the graphs by model name.
     ``memo``: kept across calls (the first drafting and the further one for twins, from
-    the same rules): each model's analysis and what its region search does not redo."""
+    the same rules): each model's analysis and what its region search does not redo.
+    ``narrow``: the first search's pool alone, never the wider one; ``taken``: names the
+    drafts must not take (drafts already written)."""
     from ruleengine import coverage
     from ruleengine.pipeline import analyze
     from ruleengine.suggest.canon import canonicalize, composite_instances
@@ -597,11 +655,13 @@ def _draft(  # noqa: PLR0913
         )
         search = search_with()
         fusable = edges.fusable_bytes or 1
-        if not search.pool.complete and search.selected < WIDER_BELOW * fusable:
+        if not narrow and not search.pool.complete and search.selected < WIDER_BELOW * fusable:
             # the pool hit its budget and what it offers falls short of the bar: the
             # groups that reach it may lie past the budget (stablelm-tiny.dynamo: 89.6%
             # with 12,000 sets, 91.1% with 48,000)
             note(f"{name}: the pool hit its budget under {WIDER_BELOW:.0%}: a wider pool")
+            if memo is not None:
+                memo.setdefault(WIDER_USED, set()).add(name)
             search = search_with(max_sets=WIDER_POOL_SETS)
         regions, compact = search.regions, search.compact
         composites = composite_instances(graph) if regions else ()
@@ -638,12 +698,7 @@ def _draft(  # noqa: PLR0913
                 coverage.measure(graph, groups, edges),
                 search.selected / fusable if edges.fusable_bytes else 1.0,
                 (
-                    # (a solve cut short by its time limit finds less than the
-                    # selection's simulated pick, itself a selectable partition)
-                    max(search.selectable.captured, search.selected) / fusable
-                    if edges.fusable_bytes
-                    else 1.0,
-                    search.selectable.exact,
+                    *_ceiling(search, edges.fusable_bytes),
                     search.ceiling.captured / fusable if edges.fusable_bytes else 1.0,
                     search.ceiling.exact,
                 ),
@@ -670,7 +725,7 @@ def _draft(  # noqa: PLR0913
             dropped.append((_label(c), f"beyond --max-rules {max_rules}"))
         else:
             kept.append(c)
-    taken = set(priorities)
+    taken = set(priorities) | set(taken)
     drafts = []
     for c in kept:
         name = rule_name(c, taken)
@@ -688,6 +743,20 @@ def _draft(  # noqa: PLR0913
     dropped += twins
     drafts = [_with_kernel(d, graphs) for d in drafts]
     return baseline, drafts, dropped, graphs
+
+
+def _ceiling(search, fusable: int) -> tuple[float, bool]:  # noqa: ANN001
+    """The bar's ceiling and whether it is proven: where the twins of the selectable
+    ceiling's drafted groups displace it (a rule drafted from one group matches its twins
+    too), the ceiling under twins (``twins.twin_ceiling``); else the selectable ceiling,
+    or the drafting's simulated pick where a solve cut short found less (itself
+    selectable)."""
+    if not fusable:
+        return 1.0, search.selectable.exact
+    twin = search.twin_ceiling
+    if twin is not None and twin is not search.selectable:  # its twins displace it
+        return twin.captured / fusable, twin.exact
+    return max(search.selectable.captured, search.selected) / fusable, search.selectable.exact
 
 
 def _with_tests(

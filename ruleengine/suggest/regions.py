@@ -60,6 +60,9 @@ class RegionSearch:
     drafting: Partition  # the partition the regions come from
     selected: int  # captured bytes the selection stage picks, drafted groups added
     pool: Pool
+    # the same as ``selectable``, its drafted groups' twins offered too (the bar's
+    # ceiling: ``twins.twin_ceiling``); None: not searched
+    twin_ceiling: Partition | None = None
 
 
 @dataclass(frozen=True)
@@ -79,6 +82,7 @@ class _TwinFree:
     as_offered: list[Kernel]
     selectable: Partition
     options: tuple[Partition, ...]
+    twin_ceiling: Partition
 
 
 def search_regions(
@@ -166,9 +170,26 @@ def search_regions(
         floor = sum(k.net_bytes for k in now.kernels)
         floor = floor if net_floor is None else min(floor, net_floor)
         as_offered = [by_nodes[r.nodes] for r in rival_kernels]
-        selectable = selectable_partition(graph, wider, as_offered, now, floor, pool.complete)
+        rows: list = []  # the selectable ceiling's rows, proven for every pickable partition
+        selectable = selectable_partition(
+            graph, wider, as_offered, now, floor, pool.complete, rows=rows
+        )
         if not selectable.kernels and ceiling.kernels:  # no bound proven within the time limit
             selectable = replace(ceiling, status="BOUND")  # any partition bounds it; not reached
+        twin = selectable  # a bound: reached or not, the twins only add rows
+        if selectable.status != "BOUND":
+            from ruleengine.suggest.twins import twin_ceiling
+
+            got = twin_ceiling(
+                graph,
+                wider,
+                as_offered,
+                rows[0] if rows else floor,
+                pool.complete,
+                conditions=rows[1] if rows else (),
+                start=selectable,
+            )
+            twin = got if got.kernels else replace(selectable, status="BOUND")
         options = [
             best_partition(
                 graph,
@@ -193,6 +214,7 @@ def search_regions(
             as_offered=as_offered,
             selectable=selectable,
             options=tuple(options),
+            twin_ceiling=twin,
         )
         if memo is not None:
             memo[key] = (graph, base)  # held: its id is not reused
@@ -279,6 +301,7 @@ def search_regions(
         options[best],
         score,
         base.pool,
+        base.twin_ceiling,
     )
 
 
@@ -294,6 +317,7 @@ def selectable_partition(  # noqa: PLR0913
     now: Partition,
     floor: int,
     complete: bool,
+    rows: list | None = None,
 ) -> Partition:
     """The most captured bytes among the partitions of ``wider`` that the selection stage
     could pick once rules offering their groups are added to the rules in use.
@@ -313,8 +337,12 @@ def selectable_partition(  # noqa: PLR0913
     ``SELECTABLE_ROUNDS``, or once a solve finds nothing within its time limit (more
     floors only make it harder), the result is the last solve proven optimal: a bound no
     partition found reaches (status ``BOUND``); with none, it is empty and the caller
-    falls back to the most captured by any partition, a bound too."""
+    falls back to the most captured by any partition, a bound too. ``rows``: given, it
+    receives the floor and the conditions found (they hold for every pickable partition:
+    ``twins.twin_ceiling`` starts from them)."""
     conditions: list[tuple[tuple[frozenset[str], ...], int]] = []
+    if rows is not None:
+        rows[:] = [floor, conditions]  # the floor is updated below
     prefer = [k.nodes for k in now.kernels]
     bound: Partition | None = None  # the last solve proven optimal: a bound, not reached
     for _ in range(SELECTABLE_ROUNDS):
@@ -338,6 +366,8 @@ def selectable_partition(  # noqa: PLR0913
         if q is None:
             return p
         floor = tightened(q, {k.nodes for k in p.kernels}, floor, conditions)
+        if rows is not None:
+            rows[0] = floor
     # not reached: the tightest figure proven to bound every pickable partition (a solve
     # proven optimal under floors that hold for all of them); else none (empty)
     if bound is not None:

@@ -28,12 +28,29 @@ search goes on (where only the partition's own groups and the rules in use's dis
 it, the floor of ``selectable_partition`` is added). Once the simulated selection keeps
 the partition, it is stable under its twins: its rules' other matches do not displace
 it.
+
+**The ceiling under twins** (``twin_ceiling``, the bar's ceiling): the most captured by a
+partition the selection keeps when every twin of its drafted groups is offered, proven by
+CP-SAT with lazy constraints that hold for every such partition (the search above leaves
+structures out, which is no bound). Where the selection, offered the rules in use's
+candidates R0, the partition's own groups and their twins, picks Q instead, Q = R + S + T
+(R: candidates of the rules in use; S: groups of the partition; T: twins of them at other
+places). Any partition P' has on offer R, the groups of S it holds, and every group of T
+whose twin class it holds (a rule for a group of that class matches all of them), and
+any part of Q is a partition too, so P' is picked only if its groups outside S save at
+least net(R) + the net bytes of the groups of T whose class P' holds: one linear row with
+a 0-1 variable per twin class (1 where P' holds a drafted group of the class). Every row
+holds for every partition the selection can pick with rules whose matches include the
+twins of their groups, so the optimum under the rows bounds what such rules reach; once
+the selection keeps the partition found, it is reached (exact: also a complete pool and
+every solve proven optimal). Only drafted groups count for a class: a candidate of the
+rules in use is on offer already, whatever its twins (its rule may tell them apart).
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 from ruleengine.graph.model import Graph
@@ -48,6 +65,8 @@ from ruleengine.suggest.partition import (
 # Rounds of the search (each one solve of at most SECONDS of deterministic time).
 ROUNDS = 24
 SECONDS = 10.0
+# Rounds of the ceiling under twins (``twin_ceiling``), each one solve of SECONDS.
+CEILING_ROUNDS = 24
 
 
 def _tensor_sig(graph: Graph, t: str) -> tuple:
@@ -163,3 +182,164 @@ def structural_partition(  # noqa: PLR0913
     if bound is not None:
         return replace(bound, status="BOUND"), False
     return Partition((), 0, "BOUND", len(wider), complete), False
+
+
+# One lazy row of ``twin_ceiling``: the chosen kernels outside ``skip`` (indices into the
+# pool) save at least ``floor`` + the net bytes of each (class, net) of ``terms`` whose
+# twin class the partition holds (a class named by its first kernel in pool order).
+TwinRow = tuple[tuple[int, ...], int, tuple[tuple[frozenset[str], int], ...]]
+
+
+def _op_types(graph: Graph, nodes: frozenset[str]) -> tuple[str, ...]:
+    return tuple(sorted(graph.node(n).op_type for n in nodes))
+
+
+def twin_ceiling(  # noqa: PLR0913
+    graph: Graph,
+    wider: Sequence[Kernel],
+    rivals: Sequence[Kernel],
+    floor: int,
+    complete: bool,
+    *,
+    prefer: Sequence[frozenset[str]] = (),
+    conditions: Sequence[tuple[tuple[frozenset[str], ...], int]] = (),
+    start: Partition | None = None,
+) -> Partition:
+    """The most captured bytes of a partition of ``wider`` that the selection keeps when
+    the ``rivals`` (the rules in use's candidates), its groups and every twin of its
+    drafted groups are offered (module docstring, *the ceiling under twins*).
+
+    ``floor`` and ``conditions``: rows already proven for every pickable partition (those
+    of ``regions.selectable_partition``); ``start``: a partition to check first (the
+    selectable ceiling: where its twins do not displace it, it is the answer). Status
+    OPTIMAL or FEASIBLE for a partition the selection keeps (``exact`` where OPTIMAL over
+    a complete pool); else BOUND: the last solve proven optimal under the rows, a bound no
+    partition found reaches; with none, an empty BOUND."""
+    rival_nodes = frozenset(k.nodes for k in rivals)
+    at = {k.nodes: i for i, k in enumerate(wider)}
+    # twin keys only where needed (a pool holds tens of thousands of kernels): twins have
+    # the same op types, so only kernels of a needed group's op-type multiset are keyed
+    buckets: dict[tuple[str, ...], list[Kernel]] = {}
+    for k in wider:
+        buckets.setdefault(_op_types(graph, k.nodes), []).append(k)
+    keys: dict[frozenset[str], str] = {}
+
+    def twins_of(nodes: frozenset[str]) -> list[Kernel]:
+        bucket = buckets.get(_op_types(graph, nodes), [])
+        for t in bucket:
+            if t.nodes not in keys:
+                keys[t.nodes] = twin_key(graph, t.nodes)
+        key = keys.get(nodes) or twin_key(graph, nodes)
+        keys[nodes] = key
+        return [t for t in bucket if keys[t.nodes] == key]
+
+    rows: list[TwinRow] = [((), floor, ())]
+    rows += [(tuple(sorted(at[g] for g in groups)), f, ()) for groups, f in conditions]
+
+    def check(p: Partition) -> TwinRow | None:
+        """The row ``p`` breaks, None where the selection keeps it."""
+        offered = {k.nodes: k for k in rivals}
+        offered.update({k.nodes: k for k in p.kernels})
+        for k in p.kernels:
+            if k.nodes not in rival_nodes:
+                for t in twins_of(k.nodes):
+                    offered.setdefault(t.nodes, t)
+        q = displacing(graph, offered.values(), p)
+        if q is None:
+            return None
+        mine = {k.nodes for k in p.kernels} - rival_nodes
+        skip = tuple(sorted(at[k.nodes] for k in q.kernels if k.nodes in mine))
+        net_r = sum(k.net_bytes for k in q.kernels if k.nodes in rival_nodes)
+        terms: dict[frozenset[str], int] = {}
+        for k in q.kernels:
+            if k.nodes not in rival_nodes and k.nodes not in mine:
+                # the class named by its first kernel in pool order
+                first = min(twins_of(k.nodes), key=lambda t: at[t.nodes]).nodes
+                terms[first] = terms.get(first, 0) + k.net_bytes
+        return skip, net_r, tuple(sorted(terms.items(), key=lambda t: at[t[0]]))
+
+    if start is not None and start.kernels and all(k.nodes in at for k in start.kernels):
+        row = check(start)
+        if row is None:
+            return start
+        rows.append(row)
+        prefer = [k.nodes for k in start.kernels]
+    bound: Partition | None = None
+    for _ in range(CEILING_ROUNDS):
+        p = _best_under_rows(graph, wider, rows, twins_of, rival_nodes, prefer, complete)
+        if not p.kernels:  # nothing within the time limit: more rows only add work
+            break
+        if p.status == "OPTIMAL":
+            bound = p
+        prefer = [k.nodes for k in p.kernels]
+        row = check(p)
+        if row is None:
+            return p
+        rows.append(row)
+    if bound is not None:
+        return replace(bound, status="BOUND")
+    return Partition((), 0, "BOUND", len(wider), complete)
+
+
+def _best_under_rows(  # noqa: PLR0913
+    graph: Graph,
+    pool: Sequence[Kernel],
+    rows: Sequence[TwinRow],
+    twins_of: Callable[[frozenset[str]], list[Kernel]],
+    rival_nodes: frozenset[frozenset[str]],
+    prefer: Sequence[frozenset[str]],
+    complete: bool,
+) -> Partition:
+    """``partition.best_partition`` for the most captured bytes under ``rows`` (a 0-1
+    variable per twin class a row names, 1 where a drafted kernel of the class is chosen),
+    acyclic once contracted (lazy cycle cuts), within CP-SAT's deterministic time."""
+    from ruleengine.cost.traffic import topo_position
+    from ruleengine.resolve.exact import solve_component
+    from ruleengine.suggest.partition import MAX_CYCLE_CUTS, WALL_FACTOR
+    from ruleengine.topology import find_cycle
+
+    pos = topo_position(graph)
+    preferred = set(prefer)
+    scale = 8 * (len(graph.nodes) + 1)  # ties never outweigh one unit of value
+    weights = [max(0, k.captured) * scale + 1 + 4 * (k.nodes in preferred) for k in pool]
+    node_sets = [k.nodes for k in pool]
+    hint = frozenset(i for i, k in enumerate(pool) if k.nodes in preferred)
+    at = {k.nodes: i for i, k in enumerate(pool)}
+    # each class named by its first kernel in pool order
+    named = sorted({c for _, _, terms in rows for c, _ in terms}, key=at.__getitem__)
+    group_of = {c: g for g, c in enumerate(named)}
+    members = [
+        sorted(at[t.nodes] for t in twins_of(c) if t.nodes not in rival_nodes) for c in named
+    ]
+    floors = [(skip, floor) for skip, floor, _ in rows]
+    terms = [tuple((group_of[c], w) for c, w in t) for _, _, t in rows]
+    cuts: list[frozenset[int]] = []
+    status, chosen = "OPTIMAL", []
+    for _ in range(MAX_CYCLE_CUTS):
+        sol = solve_component(
+            weights,
+            node_sets,
+            cuts,
+            hint=hint,
+            time_limit_s=WALL_FACTOR * SECONDS,
+            deterministic_s=SECONDS,
+            seed=0,
+            workers=1,
+            floors=floors,
+            floor_values=[k.net_bytes for k in pool],
+            floor_groups=members,
+            floor_terms=terms,
+        )
+        if sol.status not in ("OPTIMAL", "FEASIBLE"):
+            return Partition((), 0, "UNKNOWN", len(pool), complete)
+        status, chosen = sol.status, sorted(sol.selected)
+        cycle = find_cycle(graph, [pool[i].nodes for i in chosen])
+        if cycle is None:
+            break
+        cuts.append(frozenset(chosen[c] for c in cycle))
+    else:  # cuts did not converge: drop the groups of the last cycle found
+        bad = set(cuts[-1]) if cuts else set()
+        chosen = [i for i in chosen if i not in bad]
+        status = "FEASIBLE"
+    kernels = sorted((pool[i] for i in chosen), key=lambda k: min(pos[n] for n in k.nodes))
+    return Partition(tuple(kernels), sum(k.captured for k in kernels), status, len(pool), complete)

@@ -111,3 +111,63 @@ def test_the_twin_round_reuses_the_first_drafting(tmp_path, monkeypatch):
     assert again[0] == fresh[0]
     assert [d.text for d in again[1]] == [d.text for d in fresh[1]]
     assert [dict(d.tests) for d in again[1]] == [dict(d.tests) for d in fresh[1]]
+
+
+def _stable_by_brute_force(graph, pool: list[Kernel]) -> int:
+    """The most captured by a partition of ``pool`` (intervals of the chain) that the
+    selection keeps when every twin of its groups is offered: every packing tried, the
+    selection's best net bytes over what is offered found by dynamic programming."""
+    keys = twin_classes(graph, pool)
+    span = {k.nodes: sorted(int(n[1:]) for n in k.nodes) for k in pool}
+
+    def most_net(offered: list[Kernel]) -> int:
+        best = [0] * (N + 1)  # best[i]: the most net bytes over r0 .. r(i-1)
+        for i in range(1, N + 1):
+            best[i] = best[i - 1]
+            for k in offered:
+                lo, hi = span[k.nodes][0], span[k.nodes][-1]
+                if hi == i - 1:
+                    best[i] = max(best[i], best[lo] + k.net_bytes)
+        return best[N]
+
+    top = 0
+
+    def packings(start: int, chosen: list[Kernel]) -> None:
+        nonlocal top
+        classes = {keys[k.nodes] for k in chosen}
+        offered = [t for t in pool if keys[t.nodes] in classes]
+        if most_net(offered) <= sum(k.net_bytes for k in chosen):
+            top = max(top, sum(k.captured for k in chosen))
+        for k in pool:
+            if span[k.nodes][0] >= start:
+                packings(span[k.nodes][-1] + 1, [*chosen, k])
+
+    packings(0, [])
+    return top
+
+
+def test_the_ceiling_under_twins_is_proven(tmp_path):
+    """The bar's ceiling: the most captured by a partition the selection keeps with every
+    twin of its groups offered, proven by lazy rows that hold for every such partition
+    (a 0-1 variable per twin class). The selectable ceiling (58) assumes a rule offering
+    its pair alone; the ceiling under twins is 48, what every packing tried confirms."""
+    from ruleengine.suggest.twins import twin_ceiling
+
+    graph = _chain(tmp_path)
+    pool = _pool()
+    empty = best_partition(graph, [], value=lambda k: k.net_bytes)
+    rows: list = []
+    selectable = selectable_partition(graph, pool, [], empty, 0, True, rows=rows)
+    assert selectable.captured == 58
+    assert _stable_by_brute_force(graph, pool) == 48
+    got = twin_ceiling(graph, pool, [], rows[0], True, conditions=rows[1], start=selectable)
+    assert got.captured == 48 and got.exact
+    # from no rows at all: the same
+    fresh = twin_ceiling(graph, pool, [], 0, True)
+    assert fresh.captured == 48 and fresh.exact
+    # where the twins displace nothing, the selectable ceiling is the answer: triples only
+    triples = [k for k in pool if len(k.nodes) == 3]
+    rows = []
+    top = selectable_partition(graph, triples, [], empty, 0, True, rows=rows)
+    same = twin_ceiling(graph, triples, [], rows[0], True, conditions=rows[1], start=top)
+    assert same is top and same.captured == _stable_by_brute_force(graph, triples)

@@ -45,3 +45,50 @@ def test_a_capped_pool_under_the_bar_is_searched_again_wider(tmp_path, monkeypat
 def test_a_complete_pool_is_not_searched_again(tmp_path, monkeypatch):
     (_, _, _, _, ceilings, _), calls = _baseline(tmp_path, monkeypatch, 12_000, 1.01)
     assert calls == [12_000] and ceilings[3] is True
+
+
+def test_the_first_search_drafts_are_carried_over_where_the_wider_pool_was_used(
+    tmp_path, monkeypatch
+):
+    """Where the wider pool was searched, the first search's drafts are carried over
+    where they lower no model (another export may take them: stablelm ts -> dynamo).
+    Here the drafts in use cover the MatMul piece only; the first search's draft for the
+    Sigmoid piece raises the model, so it is carried over, under a name apart."""
+    import pytest
+
+    model = save(TWO, tmp_path / "two.onnx")
+    given = tmp_path / "given"
+    given.mkdir()
+    (given / "nothing.yaml").write_text(NOTHING_RULE)
+    calls: list[int] = []
+    real = regions.search_regions
+
+    def counted(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        kwargs.setdefault("max_sets", 2)
+        calls.append(kwargs["max_sets"])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(regions, "search_regions", counted)
+    monkeypatch.setattr(sg, "WIDER_BELOW", 1.01)
+    args = ([given], None, "ascend910b", None)
+
+    def quiet(_m: str) -> None:
+        return None
+
+    memo: dict = {}
+    baseline, drafts, _, graphs = sg._draft([model], *args, 0, None, quiet, memo=memo)
+    assert memo[sg.WIDER_USED] == {"two.onnx"} and calls == [2, sg.WIDER_POOL_SETS]
+    mm = [d for d in drafts if "mm" in d.cluster.instances[0].region.nodes]
+    assert mm and len(mm) < len(drafts)
+    kept, _, report = sg._measure_after(baseline, mm, *args, quiet, graphs)
+    assert report[0].after < 0.99
+    got = sg._first_pool_round([model], baseline, kept, report, *args, 0, quiet, memo)
+    assert calls == [2, sg.WIDER_POOL_SETS, 2]  # the first search's pool, never wider
+    assert got is not None
+    carried, report2, _ = got
+    assert {d.name for d in kept} < {d.name for d in carried}
+    assert len({d.name for d in carried}) == len(carried)
+    assert report2[0].after == pytest.approx(1.0)
+    assert all(d.tests and d.kernel for d in carried)
+    # nothing of the first search left to carry over: no round
+    assert sg._first_pool_round([model], baseline, carried, report2, *args, 0, quiet, memo) is None
