@@ -22,14 +22,12 @@ SUMMARY_FILE = "suggest-summary.json"
 RULES_DIR = "rules"  # DIR/rules/<name>.yaml and <name>.tests/: `check`, `test`, `--rules`
 KERNELS_DIR = "kernels"  # DIR/kernels/<TargetOp>.yaml: `--kernels` (not rules: apart)
 BAR = 0.9  # issue 16: 90% coverage, or the ceiling where that is lower
-TOLERANCE = 0.0005  # a fall in the other spelling smaller than this is not reported
+TOLERANCE = 0.0005  # figures are compared as printed (to 0.1%)
 
 
 def meets_bar(m) -> bool:  # noqa: ANN001
-    """Coverage after reaches 90%, or the ceiling where that is lower: the raw figures
-    compared, no tolerance (both are fusable bytes captured over the same fusable bytes,
-    so a partition reaching the ceiling gives the same float)."""
-    return m.after >= min(BAR, m.ceiling)
+    """Coverage after reaches 90%, or the ceiling where that is lower."""
+    return m.after + TOLERANCE >= min(BAR, m.ceiling)
 
 
 def summary_json(s: Suggestion) -> dict:

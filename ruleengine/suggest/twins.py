@@ -69,14 +69,14 @@ SECONDS = 10.0
 CEILING_ROUNDS = 24
 
 
-def _tensor_sig(graph: Graph, t: str) -> tuple:
+def _tensor_sig(graph: Graph, t: str, shapes: bool = True) -> tuple:
     tensor = graph.tensors.get(t)
     if tensor is None:
         return ("?",)
     producer = graph.node(tensor.producer).op_type if tensor.producer else ""
     return (
         tensor.dtype,
-        tensor.shape,
+        tensor.shape if shapes or tensor.shape is None else len(tensor.shape),
         tensor.is_initializer,
         tensor.is_constant,
         tensor.is_graph_input,
@@ -86,8 +86,10 @@ def _tensor_sig(graph: Graph, t: str) -> tuple:
     )
 
 
-def twin_key(graph: Graph, nodes: frozenset[str]) -> str:
-    """A key equal for two node sets exactly when they are twins (module docstring)."""
+def twin_key(graph: Graph, nodes: frozenset[str], shapes: bool = True) -> str:
+    """A key equal for two node sets exactly when they are twins (module docstring).
+    ``shapes=False``: tensor shapes compared by rank only (``twin_ceiling`` compares the
+    sizes a ``memory_limit`` sees apart)."""
     from ruleengine.cost.traffic import topo_position
     from ruleengine.suggest.canon import canonicalize
 
@@ -109,7 +111,7 @@ def twin_key(graph: Graph, nodes: frozenset[str]) -> str:
                 ins.append((port, "in", index[src], tensor.producer_port or 0))
             else:
                 ref = outside.setdefault(t, len(outside))
-                ins.append((port, "out", ref, _tensor_sig(graph, t)))
+                ins.append((port, "out", ref, _tensor_sig(graph, t, shapes)))
         outs = []
         for t in node.outputs:
             tensor = graph.tensors.get(t) if t else None
@@ -117,7 +119,7 @@ def twin_key(graph: Graph, nodes: frozenset[str]) -> str:
                 outs.append("-")
                 continue
             readers = sorted((c in nodes, graph.node(c).op_type, p) for c, p in tensor.consumers)
-            outs.append((_tensor_sig(graph, t), tensor.is_graph_output, tuple(readers)))
+            outs.append((_tensor_sig(graph, t, shapes), tensor.is_graph_output, tuple(readers)))
         attrs = tuple(sorted((k, repr(v)) for k, v in node.attributes.items()))
         parts.append((node.op_type, node.domain, attrs, tuple(ins), tuple(outs)))
     return hashlib.sha256(repr((canon.key, tuple(parts))).encode()).hexdigest()
@@ -190,6 +192,19 @@ def structural_partition(  # noqa: PLR0913
 TwinRow = tuple[tuple[int, ...], int, tuple[tuple[frozenset[str], int], ...]]
 
 
+def _limits(graph: Graph, nodes: frozenset[str]) -> tuple[int, int] | None:
+    """The largest intermediate and output tensor of ``nodes`` in bytes, as a drafted
+    ``memory_limit`` measures them (``group_io``); None where one is of unknown size."""
+    from ruleengine.cost.traffic import group_io
+
+    io = group_io(graph, nodes)
+    inter = [graph.tensors[t].nbytes for t in io.intermediates]
+    outs = [graph.tensors[t].nbytes for t in io.outputs]
+    if any(n is None for n in (*inter, *outs)):
+        return None
+    return max(inter, default=0), max(outs, default=0)
+
+
 def _op_types(graph: Graph, nodes: frozenset[str]) -> tuple[str, ...]:
     return tuple(sorted(graph.node(n).op_type for n in nodes))
 
@@ -217,21 +232,42 @@ def twin_ceiling(  # noqa: PLR0913
     partition found reaches; with none, an empty BOUND."""
     rival_nodes = frozenset(k.nodes for k in rivals)
     at = {k.nodes: i for i, k in enumerate(wider)}
-    # twin keys only where needed (a pool holds tens of thousands of kernels): twins have
-    # the same op types, so only kernels of a needed group's op-type multiset are keyed
+    # keys only where needed (a pool holds tens of thousands of kernels): kernels a rule
+    # cannot tell apart have the same op types, so only a needed kernel's bucket is keyed
     buckets: dict[tuple[str, ...], list[Kernel]] = {}
     for k in wider:
         buckets.setdefault(_op_types(graph, k.nodes), []).append(k)
-    keys: dict[frozenset[str], str] = {}
+    keys: dict[frozenset[str], tuple[str, str, tuple[int, int] | None]] = {}
 
-    def twins_of(nodes: frozenset[str]) -> list[Kernel]:
-        bucket = buckets.get(_op_types(graph, nodes), [])
-        for t in bucket:
-            if t.nodes not in keys:
-                keys[t.nodes] = twin_key(graph, t.nodes)
-        key = keys.get(nodes) or twin_key(graph, nodes)
-        keys[nodes] = key
-        return [t for t in bucket if keys[t.nodes] == key]
+    def key_of(nodes: frozenset[str]) -> tuple[str, str, tuple[int, int] | None]:
+        if nodes not in keys:
+            keys[nodes] = (
+                twin_key(graph, nodes, shapes=False),
+                twin_key(graph, nodes),
+                _limits(graph, nodes),
+            )
+        return keys[nodes]
+
+    def below(h: frozenset[str], g: frozenset[str]) -> bool:
+        """Whether every rule the drafter can write that matches ``g`` matches ``h``."""
+        hk, gk = key_of(h), key_of(g)
+        if hk[0] != gk[0]:
+            return False
+        if hk[1] == gk[1]:
+            return True  # twins
+        return (
+            hk[2] is not None
+            and gk[2] is not None
+            and all(a <= b for a, b in zip(hk[2], gk[2], strict=True))
+        )
+
+    def matched_by(g: frozenset[str]) -> list[Kernel]:
+        """The kernels every rule matching ``g`` matches too (``g`` among them)."""
+        return [h for h in buckets.get(_op_types(graph, g), []) if below(h.nodes, g)]
+
+    def offerers(t: frozenset[str]) -> list[Kernel]:
+        """The kernels whose rules offer ``t``."""
+        return [g for g in buckets.get(_op_types(graph, t), []) if below(t, g.nodes)]
 
     rows: list[TwinRow] = [((), floor, ())]
     rows += [(tuple(sorted(at[g] for g in groups)), f, ()) for groups, f in conditions]
@@ -242,7 +278,7 @@ def twin_ceiling(  # noqa: PLR0913
         offered.update({k.nodes: k for k in p.kernels})
         for k in p.kernels:
             if k.nodes not in rival_nodes:
-                for t in twins_of(k.nodes):
+                for t in matched_by(k.nodes):
                     offered.setdefault(t.nodes, t)
         q = displacing(graph, offered.values(), p)
         if q is None:
@@ -250,13 +286,12 @@ def twin_ceiling(  # noqa: PLR0913
         mine = {k.nodes for k in p.kernels} - rival_nodes
         skip = tuple(sorted(at[k.nodes] for k in q.kernels if k.nodes in mine))
         net_r = sum(k.net_bytes for k in q.kernels if k.nodes in rival_nodes)
-        terms: dict[frozenset[str], int] = {}
-        for k in q.kernels:
-            if k.nodes not in rival_nodes and k.nodes not in mine:
-                # the class named by its first kernel in pool order
-                first = min(twins_of(k.nodes), key=lambda t: at[t.nodes]).nodes
-                terms[first] = terms.get(first, 0) + k.net_bytes
-        return skip, net_r, tuple(sorted(terms.items(), key=lambda t: at[t[0]]))
+        terms = tuple(
+            (k.nodes, k.net_bytes)
+            for k in q.kernels
+            if k.nodes not in rival_nodes and k.nodes not in mine
+        )
+        return skip, net_r, tuple(sorted(terms, key=lambda t: at[t[0]]))
 
     if start is not None and start.kernels and all(k.nodes in at for k in start.kernels):
         row = check(start)
@@ -266,7 +301,7 @@ def twin_ceiling(  # noqa: PLR0913
         prefer = [k.nodes for k in start.kernels]
     bound: Partition | None = None
     for _ in range(CEILING_ROUNDS):
-        p = _best_under_rows(graph, wider, rows, twins_of, rival_nodes, prefer, complete)
+        p = _best_under_rows(graph, wider, rows, offerers, rival_nodes, prefer, complete)
         if not p.kernels:  # nothing within the time limit: more rows only add work
             break
         if p.status == "OPTIMAL":
@@ -285,14 +320,15 @@ def _best_under_rows(  # noqa: PLR0913
     graph: Graph,
     pool: Sequence[Kernel],
     rows: Sequence[TwinRow],
-    twins_of: Callable[[frozenset[str]], list[Kernel]],
+    offerers: Callable[[frozenset[str]], list[Kernel]],
     rival_nodes: frozenset[frozenset[str]],
     prefer: Sequence[frozenset[str]],
     complete: bool,
 ) -> Partition:
     """``partition.best_partition`` for the most captured bytes under ``rows`` (a 0-1
-    variable per twin class a row names, 1 where a drafted kernel of the class is chosen),
-    acyclic once contracted (lazy cycle cuts), within CP-SAT's deterministic time."""
+    variable per kernel a row names, 1 where a drafted kernel whose rules offer it is
+    chosen), acyclic once contracted (lazy cycle cuts), within CP-SAT's deterministic
+    time."""
     from ruleengine.cost.traffic import topo_position
     from ruleengine.resolve.exact import solve_component
     from ruleengine.suggest.partition import MAX_CYCLE_CUTS, WALL_FACTOR
@@ -305,11 +341,10 @@ def _best_under_rows(  # noqa: PLR0913
     node_sets = [k.nodes for k in pool]
     hint = frozenset(i for i, k in enumerate(pool) if k.nodes in preferred)
     at = {k.nodes: i for i, k in enumerate(pool)}
-    # each class named by its first kernel in pool order
-    named = sorted({c for _, _, terms in rows for c, _ in terms}, key=at.__getitem__)
-    group_of = {c: g for g, c in enumerate(named)}
+    named = sorted({t for _, _, terms in rows for t, _ in terms}, key=at.__getitem__)
+    group_of = {t: g for g, t in enumerate(named)}
     members = [
-        sorted(at[t.nodes] for t in twins_of(c) if t.nodes not in rival_nodes) for c in named
+        sorted(at[g.nodes] for g in offerers(t) if g.nodes not in rival_nodes) for t in named
     ]
     floors = [(skip, floor) for skip, floor, _ in rows]
     terms = [tuple((group_of[c], w) for c, w in t) for _, _, t in rows]
