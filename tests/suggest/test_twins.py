@@ -171,3 +171,39 @@ def test_the_ceiling_under_twins_is_proven(tmp_path):
     top = selectable_partition(graph, triples, [], empty, 0, True, rows=rows)
     same = twin_ceiling(graph, triples, [], rows[0], True, conditions=rows[1], start=top)
     assert same is top and same.captured == _stable_by_brute_force(graph, triples)
+
+
+def _two_chains(tmp_path, rows_a: int, rows_b: int):
+    text = (
+        '<ir_version: 8, opset_import: ["" : 17]>\n'
+        f"g (float[{rows_a},256] x, float[{rows_b},256] z)"
+        f" => (float[{rows_a},256] a2, float[{rows_b},256] b2)\n{{\n"
+        "  [a0] a0 = Relu (x)\n  [a1] a1 = Relu (a0)\n  [a2] a2 = Relu (a1)\n"
+        "  [b0] b0 = Relu (z)\n  [b1] b1 = Relu (b0)\n  [b2] b2 = Relu (b1)\n}\n"
+    )
+    return load_graph(save(text, tmp_path / f"two-{rows_a}-{rows_b}.onnx"))
+
+
+def test_a_rule_offers_the_same_structure_on_smaller_tensors(tmp_path):
+    """A drafted ``memory_limit`` keeps a rule off larger tensors, not smaller ones: the
+    rule for the first pair of the larger chain matches the smaller chain's first pair
+    too, and there that pair (more net bytes) displaces the second pair of the partition.
+    The other way round (the smaller chain's pair drafted), nothing displaces it."""
+    from ruleengine.suggest.twins import twin_ceiling
+
+    def pool() -> list[Kernel]:
+        return [
+            Kernel(frozenset({"a0", "a1"}), 10, 0, 10, 2),
+            Kernel(frozenset({"a1", "a2"}), 6, 0, 6, 2),
+            Kernel(frozenset({"b0", "b1"}), 5, 0, 9, 2),
+            Kernel(frozenset({"b1", "b2"}), 8, 0, 5, 2),
+        ]
+
+    for rows_a, rows_b, expected in ((64, 32, 15), (32, 64, 18)):
+        graph = _two_chains(tmp_path, rows_a, rows_b)
+        empty = best_partition(graph, [], value=lambda k: k.net_bytes)
+        rows: list = []
+        top = selectable_partition(graph, pool(), [], empty, 0, True, rows=rows)
+        assert top.captured == 18  # a0-a1 and b1-b2, each rule offering its own group
+        got = twin_ceiling(graph, pool(), [], rows[0], True, conditions=rows[1], start=top)
+        assert got.captured == expected and got.exact
