@@ -948,8 +948,8 @@ def _fitting_drafts(  # noqa: ANN001
                     drop=without,
                     bn_after=with_bn,
                 )
-                if _clauses(text) <= budget:
-                    return text
+                if _clauses(text) <= budget and not _lint_findings(text):
+                    return text  # a branch leaving a finding (disconnected, views) is not
             return draft(cluster, name, priority, target, spread, *args, sizes=sizes)[1]
 
         out: dict[str, Cluster] = {}
@@ -1058,6 +1058,15 @@ def _io_counts(c: Cluster, graphs) -> tuple[int, int, int | None]:  # noqa: ANN0
 
 def _label(c: Cluster) -> str:
     return " ".join(u.label for u in c.instances[0].units)
+
+
+def _lint_findings(text: str) -> int:
+    """The findings `check --strict` has on a drafted rule alone (warnings too): a branch
+    drafted away from no-op Casts can be disconnected (a root Cast read by several ops)
+    or fuse only views; such a branch is not written (the draft without it has none)."""
+    from ruleengine.rules.lint import lint_file
+
+    return len(lint_file(Path("<draft>"), "<draft>", text, set_checks=True).diagnostics)
 
 
 def _clauses(text: str) -> int:

@@ -179,11 +179,14 @@ def noop_casts(cluster: Cluster, is_noop: Callable[[str, str], bool]) -> tuple[i
     have it) and offers the same pattern without it as a branch (``draft(drop=)``), so it
     matches the exports that have none. At most as many as leave two ops."""
     units = cluster.instances[0].units
+    readers = [sum(1 for v in units for r in v.inputs if r.source == k) for k in range(len(units))]
     found = tuple(
         k
         for k, u in enumerate(units)
         if not u.composite
         and len(u.inputs) <= 1
+        # a root Cast read by several ops: without it they would be unlinked roots
+        and (len(u.inputs) == 1 or readers[k] <= 1)
         and all(
             len(inst.units[k].nodes) == 1 and is_noop(inst.model, inst.units[k].nodes[0])
             for inst in cluster.instances

@@ -133,3 +133,26 @@ def test_a_cast_to_another_dtype_is_no_noop(tmp_path):
     drafts, _ = _draft_from(source, _given(tmp_path))
     assert drafts
     assert all("branches" not in yaml.safe_load(d.text)["match"] for d in drafts)
+
+
+# x -> Cast (a no-op) read by two ops that never meet again: without the Cast the two are
+# unrelated roots, a disconnected pattern (AF306); the draft is written without a branch
+FORK = """<ir_version: 8, opset_import: ["" : 17]>
+g (float[64,256] x) => (float[64,256] y, float[64,256] z)
+{
+  [cast] c = Cast <to = 1> (x)
+  [sig] y = Sigmoid (c)
+  [tanh] z = Tanh (c)
+}
+"""
+
+
+def test_a_branch_that_would_be_disconnected_is_not_written(tmp_path):
+    from ruleengine.rules.lint import lint_file
+
+    source = save(FORK, tmp_path / "fork.onnx")
+    drafts, _ = _draft_from(source, _given(tmp_path))
+    assert drafts
+    for d in drafts:
+        assert "branches" not in yaml.safe_load(d.text)["match"]
+        assert not lint_file(tmp_path, "d", d.text, set_checks=True).diagnostics
