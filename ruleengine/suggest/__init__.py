@@ -210,20 +210,11 @@ def _first_pool_round(  # noqa: ANN001, PLR0913
     more = both[len(drafts) :]
     if len(both) < len(drafts) or not more:
         return None
-    carried = _carry(baseline, drafts, more, report, rules, preset, target, dims, note)
-    if not carried:
-        return None
-    kept, pruned, trial = _measure_after(
-        baseline, [*drafts, *carried], rules, preset, target, dims, note, graphs
+    why = "a draft of the first search not carried over: it lowers coverage"
+    out = _carried_round(
+        baseline, drafts, more, report, rules, preset, target, dims, note, graphs, why
     )
-    if any(t.after + 1e-9 < m.after for t, m in zip(trial, report, strict=True)):
-        return None
-    left = [
-        (d.name, "a draft of the first search not carried over: it lowers coverage")
-        for d in more
-        if d not in carried
-    ]
-    return kept, trial, [*alike, *left, *pruned]
+    return None if out is None else (out[0], out[1], [*alike, *out[2]])
 
 
 def _smaller_round(  # noqa: ANN001, PLR0913
@@ -298,6 +289,20 @@ def _smaller_round(  # noqa: ANN001, PLR0913
     more = [_with_kernel(d, graphs) for d in both[len(drafts) :]]
     if len(both) < len(drafts) or not more:
         return None
+    why = "a smaller form not carried over: it lowers coverage"
+    out = _carried_round(
+        baseline, drafts, more, report, rules, preset, target, dims, note, graphs, why, analyses
+    )
+    return None if out is None else (out[0], out[1], [*failed, *alike, *out[2]])
+
+
+def _carried_round(  # noqa: ANN001, PLR0913
+    baseline, drafts, more, report, rules, preset, target, dims, note, graphs, why, analyses=None
+) -> tuple | None:
+    """The drafts of ``more`` carried over beside ``drafts`` (``_carry``) and the whole
+    set measured again: (kept, report, dropped with ``why`` or the pruning's reason), or
+    None where nothing is carried or the measured set lowers a model (a round that
+    carries drafts over must never cost coverage)."""
     carried = _carry(baseline, drafts, more, report, rules, preset, target, dims, note, analyses)
     if not carried:
         return None
@@ -306,12 +311,8 @@ def _smaller_round(  # noqa: ANN001, PLR0913
     )
     if any(t.after + 1e-9 < m.after for t, m in zip(trial, report, strict=True)):
         return None
-    left = [
-        (d.name, "a smaller form not carried over: it lowers coverage")
-        for d in more
-        if d not in carried
-    ]
-    return kept, trial, [*failed, *alike, *left, *pruned]
+    left = [(d.name, why) for d in more if d not in carried]
+    return kept, trial, [*left, *pruned]
 
 
 # a fall in the other spelling's coverage smaller than this is not one (figures print
