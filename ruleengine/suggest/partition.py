@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from ruleengine import coverage
 from ruleengine.cost.model import Target, Verdict
@@ -362,9 +363,7 @@ def best_partition(
     bytes in all."""
     from functools import partial
 
-    from ruleengine.cost.traffic import topo_position
     from ruleengine.resolve.exact import solve_component
-    from ruleengine.topology import find_cycle
 
     if net_floor is not None or conditions:
         at = {k.nodes: i for i, k in enumerate(pool)}
@@ -373,6 +372,34 @@ def best_partition(
         solve_component = partial(  # noqa: N806
             solve_component, floors=floors, floor_values=[k.net_bytes for k in pool]
         )
+
+    solve = partial(
+        solve_component,
+        time_limit_s=WALL_FACTOR * seconds,
+        deterministic_s=seconds,
+        seed=0,
+        workers=1,
+    )
+    return cut_cycles(graph, pool, solve, complete=complete, value=value, prefer=prefer)
+
+
+def cut_cycles(
+    graph: Graph,
+    pool: Sequence[Kernel],
+    solve: Callable[..., Any],
+    *,
+    complete: bool,
+    value: Callable[[Kernel], int] = lambda k: k.captured,
+    prefer: Iterable[Iterable[str]] = (),
+    unknown_is_empty: bool = False,
+) -> Partition:
+    """The kernels of ``pool`` that ``solve`` (``solve_component`` with the caller's time
+    and floors bound) picks for the most ``value``, acyclic once contracted: a cycle found
+    becomes a cut and the solve runs again; where the cuts do not converge, the groups of
+    the last cycle are dropped. ``unknown_is_empty``: a solve that finds nothing ends in an
+    empty UNKNOWN partition (a bound search must not read it as a proof)."""
+    from ruleengine.cost.traffic import topo_position
+    from ruleengine.topology import find_cycle
 
     pos = topo_position(graph)
     preferred = {frozenset(g) for g in prefer}
@@ -384,16 +411,9 @@ def best_partition(
     status = "OPTIMAL"
     chosen: list[int] = []
     for _ in range(MAX_CYCLE_CUTS):
-        sol = solve_component(
-            weights,
-            node_sets,
-            cuts,
-            hint=hint,
-            time_limit_s=WALL_FACTOR * seconds,
-            deterministic_s=seconds,
-            seed=0,
-            workers=1,
-        )
+        sol = solve(weights, node_sets, cuts, hint=hint)
+        if unknown_is_empty and sol.status not in ("OPTIMAL", "FEASIBLE"):
+            return Partition((), 0, "UNKNOWN", len(pool), complete)
         status = sol.status
         chosen = sorted(sol.selected)
         cycle = find_cycle(graph, [pool[i].nodes for i in chosen])

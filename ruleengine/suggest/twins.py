@@ -329,52 +329,26 @@ def _best_under_rows(  # noqa: PLR0913
     variable per kernel a row names, 1 where a drafted kernel whose rules offer it is
     chosen), acyclic once contracted (lazy cycle cuts), within CP-SAT's deterministic
     time."""
-    from ruleengine.cost.traffic import topo_position
-    from ruleengine.resolve.exact import solve_component
-    from ruleengine.suggest.partition import MAX_CYCLE_CUTS, WALL_FACTOR
-    from ruleengine.topology import find_cycle
+    from functools import partial
 
-    pos = topo_position(graph)
-    preferred = set(prefer)
-    scale = 8 * (len(graph.nodes) + 1)  # ties never outweigh one unit of value
-    weights = [max(0, k.captured) * scale + 1 + 4 * (k.nodes in preferred) for k in pool]
-    node_sets = [k.nodes for k in pool]
-    hint = frozenset(i for i, k in enumerate(pool) if k.nodes in preferred)
+    from ruleengine.resolve.exact import solve_component
+    from ruleengine.suggest.partition import WALL_FACTOR, cut_cycles
+
     at = {k.nodes: i for i, k in enumerate(pool)}
     named = sorted({t for _, _, terms in rows for t, _ in terms}, key=at.__getitem__)
     group_of = {t: g for g, t in enumerate(named)}
     members = [
         sorted(at[g.nodes] for g in offerers(t) if g.nodes not in rival_nodes) for t in named
     ]
-    floors = [(skip, floor) for skip, floor, _ in rows]
-    terms = [tuple((group_of[c], w) for c, w in t) for _, _, t in rows]
-    cuts: list[frozenset[int]] = []
-    status, chosen = "OPTIMAL", []
-    for _ in range(MAX_CYCLE_CUTS):
-        sol = solve_component(
-            weights,
-            node_sets,
-            cuts,
-            hint=hint,
-            time_limit_s=WALL_FACTOR * SECONDS,
-            deterministic_s=SECONDS,
-            seed=0,
-            workers=1,
-            floors=floors,
-            floor_values=[k.net_bytes for k in pool],
-            floor_groups=members,
-            floor_terms=terms,
-        )
-        if sol.status not in ("OPTIMAL", "FEASIBLE"):
-            return Partition((), 0, "UNKNOWN", len(pool), complete)
-        status, chosen = sol.status, sorted(sol.selected)
-        cycle = find_cycle(graph, [pool[i].nodes for i in chosen])
-        if cycle is None:
-            break
-        cuts.append(frozenset(chosen[c] for c in cycle))
-    else:  # cuts did not converge: drop the groups of the last cycle found
-        bad = set(cuts[-1]) if cuts else set()
-        chosen = [i for i in chosen if i not in bad]
-        status = "FEASIBLE"
-    kernels = sorted((pool[i] for i in chosen), key=lambda k: min(pos[n] for n in k.nodes))
-    return Partition(tuple(kernels), sum(k.captured for k in kernels), status, len(pool), complete)
+    solve = partial(
+        solve_component,
+        time_limit_s=WALL_FACTOR * SECONDS,
+        deterministic_s=SECONDS,
+        seed=0,
+        workers=1,
+        floors=[(skip, floor) for skip, floor, _ in rows],
+        floor_values=[k.net_bytes for k in pool],
+        floor_groups=members,
+        floor_terms=[tuple((group_of[c], w) for c, w in t) for _, _, t in rows],
+    )
+    return cut_cycles(graph, pool, solve, complete=complete, prefer=prefer, unknown_is_empty=True)
