@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from ruleengine.suggest.model import (
+    BranchUnits,
     Cluster,
     DraftRule,
     Instance,
@@ -889,14 +890,24 @@ class Fitted(NamedTuple):
     text: str
     pinned: bool
     unsized: tuple[str, Mapping[str, int]] | None = None
+    branches: BranchUnits = ((), ())  # what its branches are (``DraftRule.branches``)
 
 
 def _alternatives(name: str, priority: int, fitted: Sequence[Fitted]) -> list[DraftRule]:
     """The cluster's drafts as rules (most general first), each knowing the size-pinned
     forms' unpinned drafts and limits (what the pruning compares, never read back)."""
     unsized = {f.text: f.unsized for f in fitted if f.unsized is not None}
+    branches = {f.text: f.branches for f in fitted if f.branches != ((), ())}
     return [
-        DraftRule(name, f.text, f.cluster, priority, pinned=f.pinned, unsized=unsized)
+        DraftRule(
+            name,
+            f.text,
+            f.cluster,
+            priority,
+            pinned=f.pinned,
+            unsized=unsized,
+            branch_units=branches,
+        )
         for f in fitted
     ]
 
@@ -927,6 +938,8 @@ def _fitting_drafts(  # noqa: ANN001
     def is_bare(model: str, name: str) -> bool:
         return _bare_conv(graphs[model], name)
 
+    # text -> its branches' units (a text names its cluster's ops: one map serves both)
+    branches_of: dict[str, BranchUnits] = {}
     for spelled_out in (False, True):
         cluster = _primitive(c, graphs) if spelled_out else c
         drop = noop_casts(cluster, is_noop)
@@ -950,6 +963,7 @@ def _fitting_drafts(  # noqa: ANN001
                     bn_after=with_bn,
                 )
                 if _clauses(text) <= budget and not _lint_findings(text):
+                    branches_of[text] = (tuple(without), tuple(with_bn))
                     return text  # a branch leaving a finding (disconnected, views) is not
             return draft(cluster, name, priority, target, spread, *args, sizes=sizes)[1]
 
@@ -989,9 +1003,16 @@ def _fitting_drafts(  # noqa: ANN001
                     if text not in pinned:
                         pinned[text] = cluster
                         unsized[text] = (was, size_limit(sizes))
+            none: BranchUnits = ((), ())
             return [
-                *(Fitted(cl, text, False) for text, cl in out.items()),
-                *(Fitted(cl, text, True, unsized.get(text)) for text, cl in pinned.items()),
+                *(
+                    Fitted(cl, text, False, None, branches_of.get(text, none))
+                    for text, cl in out.items()
+                ),
+                *(
+                    Fitted(cl, text, True, unsized.get(text), branches_of.get(text, none))
+                    for text, cl in pinned.items()
+                ),
             ]
     return []
 
