@@ -844,7 +844,47 @@ def _with_kernel(d: DraftRule, graphs) -> DraftRule:  # noqa: ANN001
 
 
 def _tested(d: DraftRule, graphs) -> DraftRule | None:  # noqa: ANN001
-    """The draft with its passing tests (positive, and a negative where one is found)."""
+    """The draft with its passing tests (positive, and a negative where one is found;
+    the same per branch it writes): None where a positive fails."""
+    from dataclasses import replace
+
+    tested = _region_tested(d, graphs)
+    if tested is None or tested.branches == ((), ()):
+        return tested
+    branch = _branch_tested(d, graphs)
+    return None if branch is None else replace(tested, tests={**tested.tests, **branch})
+
+
+def _branch_tested(d: DraftRule, graphs) -> dict[str, str] | None:  # noqa: ANN001
+    """The branch tests of a draft (``ruletests.branch_tests``) that pass; None where a
+    branch's positive fails: the branch does not find the region as the export it is
+    written for has it. Other node sets it matches there (overlapping: a generalized
+    chain one op shorter) are expected too, as in the region's positive; a negative
+    that matches is left out (a near structure the branch still takes)."""
+    from ruleengine.ruletest.model import Status
+    from ruleengine.ruletest.run import run_tests
+    from ruleengine.suggest.ruletests import branch_tests
+
+    graph = graphs[d.cluster.instances[0].model]
+    tests = branch_tests(graph, d)
+    outcomes = _run(d, tests, run_tests)
+    also = {
+        name: tuple(o.unexpected)
+        for name, o in outcomes.items()
+        if name.startswith("positive") and o.unexpected and not o.missing
+    }
+    if also:
+        tests = branch_tests(graph, d, also)
+        outcomes = _run(d, tests, run_tests)
+    passed = {k for k, o in outcomes.items() if o.status is Status.PASS}
+    if any(k.startswith("positive") and k not in passed for k in tests):
+        return None
+    return {k: v for k, v in tests.items() if k in passed}
+
+
+def _region_tested(d: DraftRule, graphs) -> DraftRule | None:  # noqa: ANN001
+    """The draft with its passing region tests (positive, and a negative where one is
+    found)."""
     from dataclasses import replace
 
     from ruleengine.ruletest.model import Status
