@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from ruleengine.suggest.model import (
+    BranchUnits,
     Cluster,
     DraftRule,
     Instance,
@@ -843,7 +844,47 @@ def _with_kernel(d: DraftRule, graphs) -> DraftRule:  # noqa: ANN001
 
 
 def _tested(d: DraftRule, graphs) -> DraftRule | None:  # noqa: ANN001
-    """The draft with its passing tests (positive, and a negative where one is found)."""
+    """The draft with its passing tests (positive, and a negative where one is found;
+    the same per branch it writes): None where a positive fails."""
+    from dataclasses import replace
+
+    tested = _region_tested(d, graphs)
+    if tested is None or tested.branches == ((), ()):
+        return tested
+    branch = _branch_tested(d, graphs)
+    return None if branch is None else replace(tested, tests={**tested.tests, **branch})
+
+
+def _branch_tested(d: DraftRule, graphs) -> dict[str, str] | None:  # noqa: ANN001
+    """The branch tests of a draft (``ruletests.branch_tests``) that pass; None where a
+    branch's positive fails: the branch does not find the region as the export it is
+    written for has it. Other node sets it matches there (overlapping: a generalized
+    chain one op shorter) are expected too, as in the region's positive; a negative
+    that matches is left out (a near structure the branch still takes)."""
+    from ruleengine.ruletest.model import Status
+    from ruleengine.ruletest.run import run_tests
+    from ruleengine.suggest.ruletests import branch_tests
+
+    graph = graphs[d.cluster.instances[0].model]
+    tests = branch_tests(graph, d)
+    outcomes = _run(d, tests, run_tests)
+    also = {
+        name: tuple(o.unexpected)
+        for name, o in outcomes.items()
+        if name.startswith("positive") and o.unexpected and not o.missing
+    }
+    if also:
+        tests = branch_tests(graph, d, also)
+        outcomes = _run(d, tests, run_tests)
+    passed = {k for k, o in outcomes.items() if o.status is Status.PASS}
+    if any(k.startswith("positive") and k not in passed for k in tests):
+        return None
+    return {k: v for k, v in tests.items() if k in passed}
+
+
+def _region_tested(d: DraftRule, graphs) -> DraftRule | None:  # noqa: ANN001
+    """The draft with its passing region tests (positive, and a negative where one is
+    found)."""
     from dataclasses import replace
 
     from ruleengine.ruletest.model import Status
@@ -889,14 +930,24 @@ class Fitted(NamedTuple):
     text: str
     pinned: bool
     unsized: tuple[str, Mapping[str, int]] | None = None
+    branches: BranchUnits = ((), ())  # what its branches are (``DraftRule.branches``)
 
 
 def _alternatives(name: str, priority: int, fitted: Sequence[Fitted]) -> list[DraftRule]:
     """The cluster's drafts as rules (most general first), each knowing the size-pinned
     forms' unpinned drafts and limits (what the pruning compares, never read back)."""
     unsized = {f.text: f.unsized for f in fitted if f.unsized is not None}
+    branches = {f.text: f.branches for f in fitted if f.branches != ((), ())}
     return [
-        DraftRule(name, f.text, f.cluster, priority, pinned=f.pinned, unsized=unsized)
+        DraftRule(
+            name,
+            f.text,
+            f.cluster,
+            priority,
+            pinned=f.pinned,
+            unsized=unsized,
+            branch_units=branches,
+        )
         for f in fitted
     ]
 
@@ -927,6 +978,8 @@ def _fitting_drafts(  # noqa: ANN001
     def is_bare(model: str, name: str) -> bool:
         return _bare_conv(graphs[model], name)
 
+    # text -> its branches' units (a text names its cluster's ops: one map serves both)
+    branches_of: dict[str, BranchUnits] = {}
     for spelled_out in (False, True):
         cluster = _primitive(c, graphs) if spelled_out else c
         drop = noop_casts(cluster, is_noop)
@@ -950,6 +1003,7 @@ def _fitting_drafts(  # noqa: ANN001
                     bn_after=with_bn,
                 )
                 if _clauses(text) <= budget and not _lint_findings(text):
+                    branches_of[text] = (tuple(without), tuple(with_bn))
                     return text  # a branch leaving a finding (disconnected, views) is not
             return draft(cluster, name, priority, target, spread, *args, sizes=sizes)[1]
 
@@ -989,9 +1043,16 @@ def _fitting_drafts(  # noqa: ANN001
                     if text not in pinned:
                         pinned[text] = cluster
                         unsized[text] = (was, size_limit(sizes))
+            none: BranchUnits = ((), ())
             return [
-                *(Fitted(cl, text, False) for text, cl in out.items()),
-                *(Fitted(cl, text, True, unsized.get(text)) for text, cl in pinned.items()),
+                *(
+                    Fitted(cl, text, False, None, branches_of.get(text, none))
+                    for text, cl in out.items()
+                ),
+                *(
+                    Fitted(cl, text, True, unsized.get(text), branches_of.get(text, none))
+                    for text, cl in pinned.items()
+                ),
             ]
     return []
 

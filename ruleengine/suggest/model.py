@@ -43,6 +43,11 @@ class Cluster:
         return tuple(dict.fromkeys(i.model for i in self.instances))
 
 
+# (pattern ops a branch is without: no-op Casts, pattern ops a branch has a
+# BatchNormalization after: bare Convs); ((), ()): no branch
+BranchUnits = tuple[tuple[int, ...], tuple[int, ...]]
+
+
 @dataclass(frozen=True)
 class DraftRule:
     """A suggested rule: its YAML text and what it was drafted from."""
@@ -63,6 +68,15 @@ class DraftRule:
     unsized: Mapping[str, tuple[str, Mapping[str, int]]] = field(
         default_factory=dict, compare=False, repr=False
     )
+    # per draft text among itself and its narrowings: the branches it writes, as pattern
+    # ops (canonical indices of ``cluster``): (the no-op Casts its branch is without, the
+    # Convs its branch has a BatchNormalization after); what its branch tests are cut to
+    branch_units: Mapping[str, BranchUnits] = field(default_factory=dict, compare=False, repr=False)
+
+    @property
+    def branches(self) -> BranchUnits:
+        """(no-op Casts dropped, Convs given a BatchNormalization) of this text's branches."""
+        return self.branch_units.get(self.text, ((), ()))
 
     @property
     def target_op(self) -> str:

@@ -11,18 +11,23 @@ In the layout ``autofusion test`` runs (docs/rule-tests.md): ``<rule>.tests/*.on
 - negative, a near structure: the same graph with one internal link cut (the last
   pattern op reads a fresh graph input instead of its producer's output).
   Expectation: ``# no-match``.
+- per branch the draft writes (``branch_tests``; ``DraftRule.branches``), the positive
+  transformed as the branch describes: without its no-op Casts (their readers read the
+  Cast's input), or with an inference BatchNormalization (constant ``W_*`` inputs) after
+  each bare Conv (its readers read the BatchNormalization). Expectation: ``# match:`` the
+  transformed region's nodes; a negative cuts the link the branch made.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import onnx
 import onnx.printer
 from onnx import helper
 
-from ruleengine.graph.model import Graph
+from ruleengine.graph.model import Graph, Tensor
 from ruleengine.suggest.model import DraftRule, Instance
 
 _ONNX_DTYPES = {
@@ -184,9 +189,7 @@ def rule_tests(
     computed = "input_count_range" in draft.text
     model, names = region_model(graph, nodes, computed_constants=computed)
     region_line = f"# match: {','.join(names[n] for n in nodes)}\n"
-    more = "".join(f"# match: {','.join(ns)}\n" for ns in also)
-    if more:
-        more = "# It also matches these overlapping node sets (the solver picks one):\n" + more
+    more = _overlapping(also)
     files = {
         "positive_region.onnxtxt": source + region_line + more + onnx.printer.to_text(model) + "\n"
     }
@@ -224,3 +227,207 @@ def _link(graph: Graph, inst: Instance, k: int) -> tuple[str, str] | None:
 
 
 MAX_CUT_ATTEMPTS = 3
+
+
+# File names of the branch tests (``branch_tests``), one pair per kind of branch.
+NOOP_CAST_BRANCH = "branch_without_noop_casts"
+BN_BRANCH = "branch_bn_after_conv"
+
+
+def branch_tests(
+    graph: Graph,
+    draft: DraftRule,
+    also: Mapping[str, Sequence[Sequence[str]]] | None = None,
+) -> dict[str, str]:
+    """Test file name -> ONNX text, per branch the draft writes: its first region as the
+    branch's export has it, expected to match (``# match:`` those nodes), and where the
+    branch adds a link, the same with that link cut, expected to match nothing. Without
+    them nothing shows a branch matches the export it is written for. ``also``: per
+    positive's file name, more node sets (names in its graph) the rule matches there
+    besides the transformed region (overlapping), expected as well."""
+    dropped, bn_after = draft.branches
+    if not dropped and not bn_after:
+        return {}
+    inst = draft.cluster.instances[0]
+    nodes = inst.region.nodes
+    computed = "input_count_range" in draft.text
+    model, names = region_model(graph, nodes, computed_constants=computed)
+    source = f"# Cut from {inst.model}: nodes {nodes[0]} .. {nodes[-1]} ({len(nodes)} nodes).\n"
+    files: dict[str, str] = {}
+    if dropped:
+        casts = [inst.units[k].nodes[0] for k in dropped]
+        bare, cut = _without_casts(model, names, casts)
+        like = graph.tensors[graph.node(casts[0]).inputs[0]]  # a no-op: its output's type
+        kept = [names[n] for n in nodes if n not in set(casts)]
+        positive = f"positive_{NOOP_CAST_BRANCH}.onnxtxt"
+        more = _overlapping((also or {}).get(positive, ()))
+        what = (
+            f"# Branch: the pattern without its {len(casts)} no-op Cast op(s) "
+            f"({', '.join(names[c] for c in casts)} left out, their readers read their input),\n"
+            "# as an export that writes no Cast there has it.\n"
+        )
+        files[positive] = (
+            source
+            + what
+            + f"# match: {','.join(kept)}\n"
+            + more
+            + onnx.printer.to_text(bare)
+            + "\n"
+        )
+        if cut is not None:
+            files[f"negative_{NOOP_CAST_BRANCH}_link_cut.onnxtxt"] = (
+                source
+                + what
+                + f"# A near structure: {cut[0]} reads a graph input instead of the Cast's "
+                "input.\n"
+                + "# no-match\n"
+                + onnx.printer.to_text(_cut_input(bare, cut, like))
+                + "\n"
+            )
+    if bn_after:
+        convs = [inst.units[k].nodes[0] for k in bn_after]
+        grown = _with_bn(graph, model, names, convs)
+        if grown is not None:
+            with_bn, bn_names = grown
+            order = [m for n in nodes for m in (names[n], bn_names.get(n)) if m]
+            positive = f"positive_{BN_BRANCH}.onnxtxt"
+            more = _overlapping((also or {}).get(positive, ()))
+            what = (
+                f"# Branch: the pattern with an inference BatchNormalization after each of "
+                f"its {len(convs)} Conv op(s)\n"
+                f"# ({', '.join(bn_names[c] for c in convs)} after "
+                f"{', '.join(names[c] for c in convs)}), as an export that keeps it has it.\n"
+            )
+            files[positive] = (
+                source
+                + what
+                + f"# match: {','.join(order)}\n"
+                + more
+                + onnx.printer.to_text(with_bn)
+                + "\n"
+            )
+            first = bn_names[convs[0]]
+            conv_node = next(n for n in with_bn.graph.node if n.name == names[convs[0]])
+            conv_out = conv_node.output[0]
+            like = graph.tensors[graph.node(convs[0]).outputs[0]]
+            files[f"negative_{BN_BRANCH}_link_cut.onnxtxt"] = (
+                source
+                + what
+                + f"# A near structure: {first} reads a graph input instead of its Conv.\n"
+                + "# no-match\n"
+                + onnx.printer.to_text(_cut_input(with_bn, (first, conv_out), like))
+                + "\n"
+            )
+    return files
+
+
+def _overlapping(also: Sequence[Sequence[str]]) -> str:
+    """The expectation lines of the overlapping node sets a positive also matches."""
+    more = "".join(f"# match: {','.join(ns)}\n" for ns in also)
+    if more:
+        more = "# It also matches these overlapping node sets (the solver picks one):\n" + more
+    return more
+
+
+def _copy(model: onnx.ModelProto) -> onnx.ModelProto:
+    out = onnx.ModelProto()
+    out.CopyFrom(model)
+    return out
+
+
+def _without_casts(
+    model: onnx.ModelProto, names: dict[str, str], casts: Sequence[str]
+) -> tuple[onnx.ModelProto, tuple[str, str] | None]:
+    """``model`` without the Cast nodes ``casts`` (names in the source graph): what read
+    a Cast's output reads its input (a graph output too). Returns the model and the
+    first (node, tensor) where a node now reads a Cast's input (the link a negative
+    cuts), None where none does."""
+    model = _copy(model)
+    g = model.graph
+    gone = {names[c] for c in casts}
+    alias = {n.output[0]: n.input[0] for n in g.node if n.name in gone}
+
+    def through(t: str) -> str:
+        while t in alias:
+            t = alias[t]
+        return t
+
+    kept = [n for n in g.node if n.name not in gone]
+    link = None
+    for n in kept:
+        ins = [through(t) if t else t for t in n.input]
+        if link is None:
+            link = next(((n.name, b) for a, b in zip(n.input, ins, strict=True) if a != b), None)
+        n.input[:] = ins
+    del g.node[:]
+    g.node.extend(kept)
+    seen: set[str] = set()
+    outputs = []
+    for vi in g.output:
+        vi.name = through(vi.name)
+        if vi.name not in seen:
+            seen.add(vi.name)
+            outputs.append(vi)
+    del g.output[:]
+    g.output.extend(outputs)
+    return model, link
+
+
+def _with_bn(
+    graph: Graph, model: onnx.ModelProto, names: dict[str, str], convs: Sequence[str]
+) -> tuple[onnx.ModelProto, dict[str, str]] | None:
+    """``model`` with an inference BatchNormalization (``W_*`` scale, bias, mean,
+    variance: constants at test time) after each Conv of ``convs`` (names in ``graph``),
+    its readers (and a graph output) reading the BatchNormalization's output. Returns
+    the model and Conv -> its BatchNormalization's name; None where a Conv's channel
+    count is unknown (no constant of its size can be written)."""
+    model = _copy(model)
+    g = model.graph
+    by_name = {names[c]: c for c in convs}
+    body: list[onnx.NodeProto] = []
+    bn_names: dict[str, str] = {}
+    for n in g.node:
+        body.append(n)
+        conv = by_name.get(n.name)
+        if conv is None:
+            continue
+        node = graph.node(conv)
+        out = graph.tensors[node.outputs[0]]
+        weight = graph.tensors.get(node.inputs[1]) if len(node.inputs) > 1 else None
+        channels = next(
+            (
+                d
+                for d in (
+                    weight.shape[0] if weight is not None and weight.shape else None,
+                    out.shape[1] if out.shape and len(out.shape) > 1 else None,
+                )
+                if isinstance(d, int)
+            ),
+            None,
+        )
+        if channels is None:
+            return None
+        k = len(bn_names)
+        params = [f"W_bn{k}_{p}" for p in ("s", "b", "m", "v")]  # ``_v``: positive values
+        for p in params:
+            g.input.append(helper.make_tensor_value_info(p, _dtype(out.dtype), [channels]))
+        y = n.output[0]
+        n.output[0] = f"{y}_conv"
+        name = f"batchnormalization_bn{k}"
+        body.append(helper.make_node("BatchNormalization", [n.output[0], *params], [y], name=name))
+        bn_names[conv] = name
+    del g.node[:]
+    g.node.extend(body)
+    return model, bn_names
+
+
+def _cut_input(model: onnx.ModelProto, link: tuple[str, str], like: Tensor) -> onnx.ModelProto:
+    """``model`` with ``link`` = (node, tensor) cut: the node reads a fresh graph input
+    (typed as ``like``) in place of that tensor."""
+    model = _copy(model)
+    g = model.graph
+    node = next(n for n in g.node if n.name == link[0])
+    fresh = "cut_branch"
+    g.input.append(helper.make_tensor_value_info(fresh, _dtype(like.dtype), _shape(like.shape)))
+    node.input[:] = [fresh if t == link[1] else t for t in node.input]
+    return model
