@@ -361,26 +361,31 @@ def best_partition(
     net bytes in all (the selection stage's objective) count; ``conditions``: (groups,
     floor) pairs: the chosen kernels other than those groups save at least ``floor`` net
     bytes in all."""
-    from functools import partial
-
-    from ruleengine.resolve.exact import solve_component
-
     if net_floor is not None or conditions:
         at = {k.nodes: i for i, k in enumerate(pool)}
         floors = [((), net_floor or 0)]
         floors += [(tuple(at[g] for g in groups), f) for groups, f in conditions]
-        solve_component = partial(  # noqa: N806
-            solve_component, floors=floors, floor_values=[k.net_bytes for k in pool]
-        )
+        solve = bounded_solve(seconds, floors=floors, floor_values=[k.net_bytes for k in pool])
+    else:
+        solve = bounded_solve(seconds)
+    return cut_cycles(graph, pool, solve, complete=complete, value=value, prefer=prefer)
 
-    solve = partial(
+
+def bounded_solve(seconds: float, **floors: Any) -> Callable[..., Any]:
+    """``solve_component`` on one worker, bounded by CP-SAT's deterministic time (the
+    same answer whatever the load), with the caller's floor rows bound."""
+    from functools import partial
+
+    from ruleengine.resolve.exact import solve_component
+
+    return partial(
         solve_component,
         time_limit_s=WALL_FACTOR * seconds,
         deterministic_s=seconds,
         seed=0,
         workers=1,
+        **floors,
     )
-    return cut_cycles(graph, pool, solve, complete=complete, value=value, prefer=prefer)
 
 
 def cut_cycles(

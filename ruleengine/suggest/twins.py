@@ -329,10 +329,7 @@ def _best_under_rows(  # noqa: PLR0913
     variable per kernel a row names, 1 where a drafted kernel whose rules offer it is
     chosen), acyclic once contracted (lazy cycle cuts), within CP-SAT's deterministic
     time."""
-    from functools import partial
-
-    from ruleengine.resolve.exact import solve_component
-    from ruleengine.suggest.partition import WALL_FACTOR, cut_cycles
+    from ruleengine.suggest.partition import bounded_solve, cut_cycles
 
     at = {k.nodes: i for i, k in enumerate(pool)}
     named = sorted({t for _, _, terms in rows for t, _ in terms}, key=at.__getitem__)
@@ -340,12 +337,8 @@ def _best_under_rows(  # noqa: PLR0913
     members = [
         sorted(at[g.nodes] for g in offerers(t) if g.nodes not in rival_nodes) for t in named
     ]
-    solve = partial(
-        solve_component,
-        time_limit_s=WALL_FACTOR * SECONDS,
-        deterministic_s=SECONDS,
-        seed=0,
-        workers=1,
+    solve = bounded_solve(
+        SECONDS,
         floors=[(skip, floor) for skip, floor, _ in rows],
         floor_values=[k.net_bytes for k in pool],
         floor_groups=members,

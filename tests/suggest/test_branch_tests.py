@@ -62,6 +62,17 @@ def _without_branches(text: str) -> str:
     return yaml.safe_dump(rule, sort_keys=False)
 
 
+def _assert_pass_and_need_branch(tmp_path, d, branch: str) -> None:  # noqa: ANN001
+    """Every test of the draft passes; without its branches the rule still finds its
+    region but no longer the branch's form of it."""
+    outcomes = _run(tmp_path, d.name, d.text, dict(d.tests))
+    assert set(outcomes) == set(d.tests)
+    assert all(o.status is Status.PASS for o in outcomes.values())
+    plain = _run(tmp_path, d.name, _without_branches(d.text), dict(d.tests), "plain")
+    assert plain[f"positive_{branch}.onnxtxt"].status is Status.FAIL
+    assert plain["positive_region.onnxtxt"].status is Status.PASS
+
+
 def test_a_conv_relu_draft_gets_a_bn_branch_test_that_passes(tmp_path):
     drafts, _ = _drafts(tmp_path, CONV_RELU)
     (d,) = [d for d in drafts if d.branches[1]]
@@ -98,13 +109,8 @@ def test_a_bn_branch_test_needs_the_branch(tmp_path):
     lines = [d.tests[f"positive_{BN_BRANCH}.onnxtxt"].splitlines()[3] for d in with_bn]
     assert "# match: sigmoid_0,conv_1,batchnormalization_bn0,add_2,sigmoid_3" in lines
     for d in with_bn:
-        outcomes = _run(tmp_path, d.name, d.text, dict(d.tests))
-        assert set(outcomes) == set(d.tests)
-        assert all(o.status is Status.PASS for o in outcomes.values())
         # the rule without its branch no longer finds the region as the keepbn export has it
-        plain = _run(tmp_path, d.name, _without_branches(d.text), dict(d.tests), "plain")
-        assert plain[f"positive_{BN_BRANCH}.onnxtxt"].status is Status.FAIL
-        assert plain["positive_region.onnxtxt"].status is Status.PASS
+        _assert_pass_and_need_branch(tmp_path, d, BN_BRANCH)
 
 
 def test_a_noop_cast_branch_gets_a_test_that_passes_and_needs_the_branch(tmp_path):
@@ -121,12 +127,7 @@ def test_a_noop_cast_branch_gets_a_test_that_passes_and_needs_the_branch(tmp_pat
     assert "Sigmoid (t3)" in graph_text and "Mul (t5, t3)" in graph_text
     assert "cut_branch" in negative and "# no-match" in negative
 
-    outcomes = _run(tmp_path, d.name, d.text, dict(d.tests))
-    assert set(outcomes) == set(d.tests)
-    assert all(o.status is Status.PASS for o in outcomes.values())
-    plain = _run(tmp_path, d.name, _without_branches(d.text), dict(d.tests), "plain")
-    assert plain[f"positive_{NOOP_CAST_BRANCH}.onnxtxt"].status is Status.FAIL
-    assert plain["positive_region.onnxtxt"].status is Status.PASS
+    _assert_pass_and_need_branch(tmp_path, d, NOOP_CAST_BRANCH)
 
 
 def test_narrowings_know_their_branches(tmp_path):
