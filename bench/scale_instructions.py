@@ -1,0 +1,355 @@
+"""Speed at LLM scale (issue 13) in instructions: per-stage work counted by callgrind.
+
+    .venv/bin/python bench/scale_instructions.py [--layers 512,2048]
+                                                 [--forms initializers,inputs,external]
+                                                 [--keep DIR]
+
+``bench/scale.py`` measures each stage in seconds; on this shared 2-core machine a
+sub-2-second stage's exponent moves by +-0.1-0.2 between runs of the same code (load,
+caches, frequency). Here the same models (``scale.write_model``) are fused under
+``valgrind --tool=callgrind``, which counts the instructions each stage executes exactly
+and the same whatever the load (the Python hash seed is fixed: ``PYTHONHASHSEED=0``).
+
+How the stages are cut: ``autofusion fuse FILE -o OUT --jobs 1`` runs in a wrapper
+(``--marked-fuse``, this file) that wraps the pipeline's lap recorder
+(``ruleengine.pipeline._Laps``): where analyze's laps begin (the end of start-up) and
+after each ``lap(stage)`` it calls ``os.getsid(0)``, which nothing else calls, and
+callgrind runs with ``--dump-before=getsid``: each call writes the instructions counted
+since the previous dump to a new part file (``callgrind.out.PID.N``) and zeroes the
+counters; the part written at exit is the rest. Part k is the stage of the k-th mark;
+the first and the last are "other" (start-up and imports; emit, i.e. rendering plan,
+reports and DOT and writing the files, and exit), as in ``scale.py``. The part files'
+``totals:`` are summed per stage and the sum checked against callgrind's own count of
+the whole process (``Collected :`` in its log).
+
+With one job nothing is forked (every fork of the pipeline needs ``jobs`` > 1:
+``graph.forked.forkable``, ``match.parallel``, ``match.memo``), and ``dot`` is run only
+to draw graph.svg when Graphviz is installed. Should a process be forked or run all the
+same, callgrind follows it (``--trace-children=yes``, one file per process id;
+``--dump-before=fork`` zeroes the parent's counters before a fork, so a child's file
+holds its own work only) and the child's instructions count in the stage during which
+its file was written (its end: where the pipeline would reap it), by file time.
+
+The floor (``scale.py --floor FILE``: onnx.load, shape inference, a topological walk)
+runs under callgrind too, whole process.
+
+Printed per form: instructions per stage at each size (millions), the ratio between
+consecutive sizes (2.0 per doubling is linear) and the exponent
+log(I_large / I_small) / log(n_large / n_small) between the smallest and largest size,
+then the done-when line of issue 13 by instructions (exponent <= 1.05 every stage but
+"other"): measured, never asserted. Callgrind runs 30-100x slower than the process
+alone; each case's wall time under it is printed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE.parent))
+
+from scale import GOAL_EXPONENT, STAGES, exponent, write_model  # noqa: E402
+
+MARK = "getsid"  # the libc function whose calls cut the stages (os.getsid)
+# lap names of the pipeline not in STAGES: where their instructions go
+FOLDED = {"emit": "other"}
+
+
+def marked_fuse(labels_path: str, argv: list[str]) -> None:
+    """``autofusion *argv`` with a mark (``os.getsid``) at each stage boundary; the
+    stage of each mark is written to ``labels_path`` (JSON list) at the end."""
+    from ruleengine import pipeline
+
+    labels: list[str] = []
+    init, lap = pipeline._Laps.__init__, pipeline._Laps.lap
+
+    def marked_init(self, wall=(), cpu=()) -> None:
+        init(self, wall, cpu)
+        if not wall:  # analyze's laps begin: start-up ends here
+            labels.append("other")
+            os.getsid(0)
+
+    def marked_lap(self, stage: str) -> None:
+        lap(self, stage)
+        labels.append(stage)
+        os.getsid(0)
+
+    pipeline._Laps.__init__ = marked_init
+    pipeline._Laps.lap = marked_lap
+    from ruleengine.cli import main
+
+    sys.argv = ["autofusion", *argv]
+    code = 0
+    try:
+        main()
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    finally:
+        Path(labels_path).write_text(json.dumps(labels))
+    sys.exit(code)
+
+
+_FIELD = re.compile(r"^(pid|part|totals|summary|desc: Trigger):\s*(.*)$")
+
+
+def read_dump(text: str) -> dict:
+    """The header fields of one callgrind dump: pid, part (1 for a file without one),
+    trigger (what made the dump, e.g. ``--dump-before=getsid``, ``Program termination``)
+    and total (``totals:``, else ``summary:``, first event: Ir)."""
+    found: dict[str, str] = {}
+    for line in text.splitlines():
+        m = _FIELD.match(line)
+        if m and m.group(1) not in found:
+            found[m.group(1)] = m.group(2).strip()
+    total = found.get("totals", found.get("summary"))
+    if total is None or "pid" not in found:
+        raise ValueError("not a callgrind dump: no pid or no totals/summary line")
+    return {
+        "pid": int(found["pid"]),
+        "part": int(found.get("part", "1")),
+        "trigger": found.get("desc: Trigger", ""),
+        "total": int(total.split()[0]),
+    }
+
+
+def stage_counts(
+    dumps: list[dict], labels: list[str], parent: int
+) -> tuple[dict[str, int], int, int]:
+    """Instructions per stage from the dumps of one run (each dump: ``read_dump``'s
+    fields and ``mtime``), the parent's marks labelled in order by ``labels``.
+
+    The parent's parts in order: each belongs to the stage of the next mark (a dump made
+    by a fork, not a mark, belongs to the stage it was made in); the part written at
+    exit to "other". A child's dump counts in the stage during which it was written.
+    Returns the stages' counts, the number of child processes and the parent's total."""
+    own = sorted((d for d in dumps if d["pid"] == parent), key=lambda d: d["part"])
+    marks = [d for d in own if d["trigger"] == f"--dump-before={MARK}"]
+    if len(marks) != len(labels):
+        raise ValueError(f"{len(marks)} marks dumped but {len(labels)} stage boundaries")
+    counts = {s: 0 for s in STAGES}
+    ends: list[tuple[float, str]] = []  # (time the part was written, its stage)
+    pending = 0
+    seen = 0
+    pending_parts: list[dict] = []
+    for d in own:
+        pending += d["total"]
+        pending_parts.append(d)
+        is_mark = d["trigger"] == f"--dump-before={MARK}"
+        if is_mark or d is own[-1]:
+            stage = labels[seen] if is_mark else "other"
+            stage = FOLDED.get(stage, stage)
+            counts[stage] = counts.get(stage, 0) + pending
+            ends += [(p["mtime"], stage) for p in pending_parts]
+            seen += is_mark
+            pending, pending_parts = 0, []
+    children = [d for d in dumps if d["pid"] != parent]
+    for d in children:
+        later = [stage for t, stage in ends if t >= d["mtime"]]
+        stage = later[0] if later else "other"
+        counts[stage] = counts.get(stage, 0) + d["total"]
+    return counts, len({d["pid"] for d in children}), sum(d["total"] for d in own)
+
+
+def callgrind(cmd: list[str], folder: Path, log: Path) -> float:
+    """Run ``cmd`` under callgrind, its dumps in ``folder``; wall seconds."""
+    folder.mkdir(parents=True, exist_ok=True)
+    env = dict(os.environ, PYTHONHASHSEED="0")
+    t = time.perf_counter()
+    done = subprocess.run(
+        [
+            "valgrind",
+            "--tool=callgrind",
+            f"--dump-before={MARK}",
+            "--dump-before=fork",
+            "--trace-children=yes",
+            f"--callgrind-out-file={folder}/callgrind.out.%p",
+            f"--log-file={log}.%p",
+            *cmd,
+        ],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        check=False,
+    )
+    wall = time.perf_counter() - t
+    if done.returncode != 0:
+        raise SystemExit(f"{cmd} failed under callgrind (exit {done.returncode}): {log}.*")
+    return wall
+
+
+def dumps_in(folder: Path) -> list[dict]:
+    out = []
+    for f in sorted(folder.glob("callgrind.out.*")):
+        d = read_dump(_head(f) + "\n" + _tail(f))
+        d["mtime"] = f.stat().st_mtime_ns
+        out.append(d)
+    return out
+
+
+def _head(path: Path, size: int = 20000) -> str:
+    """The first bytes of a dump (its header: pid, part, trigger)."""
+    with open(path, "rb") as fh:
+        return fh.read(size).decode(errors="replace")
+
+
+def _tail(path: Path, size: int = 4096) -> str:
+    """The last bytes of a dump (its ``totals:`` line is at the end)."""
+    with open(path, "rb") as fh:
+        fh.seek(max(0, path.stat().st_size - size))
+        return fh.read().decode(errors="replace")
+
+
+def collected(log: Path) -> dict[int, int]:
+    """Callgrind's whole count per process (``Collected :`` in its logs, LOG.PID)."""
+    found = {}
+    text = "".join(p.read_text(errors="replace") for p in log.parent.glob(log.name + ".*"))
+    for line in text.splitlines():
+        m = re.match(r"==(\d+)== Collected : (\d+)", line)
+        if m:
+            found[int(m.group(1))] = int(m.group(2))
+    return found
+
+
+def measure(path: Path, folder: Path, tag: str) -> dict:
+    """Floor and fuse of one model under callgrind: instructions per stage, totals."""
+    py = sys.executable
+    fl_dir, fu_dir = folder / f"cg-floor-{tag}", folder / f"cg-fuse-{tag}"
+    fl_log, fu_log = folder / f"cg-floor-{tag}.log", folder / f"cg-fuse-{tag}.log"
+    labels = folder / f"labels-{tag}.json"
+    out = folder / f"out-{tag}"
+    argv = ["fuse", str(path), "-o", str(out), "--jobs", "1"]
+    fu_wall = callgrind([py, __file__, "--marked-fuse", str(labels), "--", *argv], fu_dir, fu_log)
+    shutil.rmtree(out, ignore_errors=True)
+    dumps = dumps_in(fu_dir)
+    whole = collected(fu_log)
+    # the started process: the one that dumped at the marks
+    parent = next(d["pid"] for d in dumps if d["trigger"] == f"--dump-before={MARK}")
+    counts, children, own = stage_counts(dumps, json.loads(labels.read_text()), parent)
+    if own != whole[parent]:
+        raise SystemExit(
+            f"{tag}: the parts sum to {own} instructions, callgrind counted {whole[parent]}"
+        )
+    fl_wall = callgrind([py, str(HERE / "scale.py"), "--floor", str(path)], fl_dir, fl_log)
+    fl_total = sum(d["total"] for d in dumps_in(fl_dir))
+    return {
+        "floor": fl_total,
+        "floor_wall": fl_wall,
+        "fuse": sum(counts.values()),
+        "fuse_wall": fu_wall,
+        "stages": counts,
+        "children": children,
+        "checked": own == whole[parent],
+    }
+
+
+def main() -> None:
+    if "--marked-fuse" in sys.argv:
+        i = sys.argv.index("--marked-fuse")
+        rest = sys.argv[i + 2 :]
+        marked_fuse(sys.argv[i + 1], rest[1:] if rest[:1] == ["--"] else rest)
+        return
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--layers", default="512,2048")
+    ap.add_argument("--forms", default="initializers,inputs,external")
+    ap.add_argument("--keep", help="keep the models, dumps and logs in this folder")
+    args = ap.parse_args()
+    if shutil.which("valgrind") is None:
+        raise SystemExit("valgrind is not installed (apt-get install valgrind)")
+    layers = [int(x) for x in args.layers.split(",")]
+    forms = args.forms.split(",")
+    tmp = None
+    if args.keep:
+        folder = Path(args.keep)
+        folder.mkdir(parents=True, exist_ok=True)
+    else:
+        tmp = tempfile.TemporaryDirectory()
+        folder = Path(tmp.name)
+    rows: dict[tuple[str, int], dict] = {}
+    worst: dict[str, tuple[float, str]] = {}
+    try:
+        for form in forms:
+            print(
+                f"\n{form}: instructions per stage, millions (callgrind, --jobs 1, "
+                "PYTHONHASHSEED=0)"
+            )
+            print(
+                f"{'layers':>6s} {'nodes':>6s} {'floor':>9s} {'fuse':>9s} {'ratio':>6s} "
+                + " ".join(f"{s:>8s}" for s in STAGES)
+                + f"  {'cg floor s':>10s} {'cg fuse s':>9s}"
+            )
+            for n in layers:
+                path, nodes = write_model(n, form, folder)
+                r = measure(path, folder, f"{form}-{n}")
+                rows[(form, n)] = r = {**r, "nodes": nodes}
+                if args.keep:  # each case as it is measured: a long run's partial result
+                    with open(folder / "results.jsonl", "a") as fh:
+                        fh.write(json.dumps({"form": form, "layers": n, **r}) + "\n")
+                if r["children"]:
+                    print(f"  ({r['children']} child processes counted in their stages)")
+                print(
+                    f"{n:6d} {nodes:6d} {r['floor'] / 1e6:9.0f} {r['fuse'] / 1e6:9.0f} "
+                    f"{r['fuse'] / r['floor']:6.1f} "
+                    + " ".join(f"{r['stages'].get(s, 0) / 1e6:8.1f}" for s in STAGES)
+                    + f"  {r['floor_wall']:10.0f} {r['fuse_wall']:9.0f}",
+                    flush=True,
+                )
+                if not args.keep:
+                    for p in folder.glob(f"decoder{n}-{form}.onnx*"):
+                        p.unlink()
+            worst[form] = scaling(rows, form, layers)
+    finally:
+        if tmp is not None:
+            tmp.cleanup()
+    print(f"\ndone when (issue 13), by instructions, {layers[0]} -> {layers[-1]} layers")
+    for form in forms:
+        e, stage = worst[form]
+        status = "met" if e <= GOAL_EXPONENT else "NOT MET"
+        print(
+            f"exponent <= {GOAL_EXPONENT} every stage (instructions), {form}: "
+            f"worst {e:.3f} ({stage})  {status}"
+        )
+
+
+def scaling(rows: dict, form: str, layers: list[int]) -> tuple[float, str]:
+    """Print the ratios between consecutive sizes and the exponent smallest -> largest
+    of every stage, floor and fuse; return the worst exponent over the stages (not
+    "other") and its stage."""
+    lo, hi = layers[0], layers[-1]
+    if lo == hi:
+        return math.nan, "-"
+    for a, b in zip(layers, layers[1:], strict=False):
+        ra, rb = rows[(form, a)], rows[(form, b)]
+        print(
+            f"{f'{a}->{b}':>13s} {rb['floor'] / ra['floor']:9.3f} {rb['fuse'] / ra['fuse']:9.3f} "
+            f"{'':6s} "
+            + " ".join(
+                f"{rb['stages'][s] / ra['stages'][s]:8.3f}" if ra["stages"].get(s) else f"{'-':>8s}"
+                for s in STAGES
+            )
+        )
+    a, b = rows[(form, lo)], rows[(form, hi)]
+    n0, n1 = a["nodes"], b["nodes"]
+    ex = {s: exponent(a["stages"].get(s, 0), b["stages"].get(s, 0), n0, n1) for s in STAGES}
+    print(
+        f"{'exponent':>13s} {exponent(a['floor'], b['floor'], n0, n1):9.3f} "
+        f"{exponent(a['fuse'], b['fuse'], n0, n1):9.3f} {'':6s} "
+        + " ".join(f"{ex[s]:8.3f}" for s in STAGES)
+    )
+    counted = {s: e for s, e in ex.items() if s != "other" and not math.isnan(e)}
+    stage = max(counted, key=counted.__getitem__)
+    return counted[stage], stage
+
+
+if __name__ == "__main__":
+    main()

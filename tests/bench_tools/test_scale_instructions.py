@@ -1,0 +1,88 @@
+"""bench/scale_instructions.py's reading of callgrind dumps (no valgrind run here)."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCH = Path(__file__).resolve().parents[2] / "bench"
+
+
+def _load():
+    sys.path.insert(0, str(BENCH))
+    spec = importlib.util.spec_from_file_location(
+        "scale_instructions", BENCH / "scale_instructions.py"
+    )
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+si = _load()
+
+
+def _dump(pid: int, part: int, trigger: str, total: int, summary: int | None = None) -> str:
+    # the shape of a callgrind 3.19 dump: header, cost lines, totals at the end
+    return (
+        f"version: 1\ncreator: callgrind-3.19.0\npid: {pid}\ncmd:  python x.py\n"
+        f"part: {part}\n\ndesc: I1 cache: \ndesc: Timerange: Basic block 0 - 9\n"
+        f"desc: Trigger: {trigger}\n\npositions: line\nevents: Ir\n"
+        f"summary: {summary if summary is not None else total}\n\n"
+        "ob=(1) /lib/libc.so.6\nfl=(1) x.c\nfn=(1) main\n12 7\ncalls=1 0\n13 5\n\n"
+        f"totals: {total}\n"
+    )
+
+
+def test_read_dump_fields():
+    d = si.read_dump(_dump(4242, 3, "--dump-before=getsid", 1234))
+    assert d == {"pid": 4242, "part": 3, "trigger": "--dump-before=getsid", "total": 1234}
+
+
+def test_read_dump_prefers_totals_and_falls_back_to_summary():
+    assert si.read_dump(_dump(1, 1, "Program termination", 50, summary=99))["total"] == 50
+    text = _dump(1, 1, "Program termination", 7).replace("totals: 7\n", "")
+    assert si.read_dump(text)["total"] == 7
+
+
+def test_read_dump_rejects_other_text():
+    with pytest.raises(ValueError):
+        si.read_dump("hello\nworld\n")
+
+
+def _d(pid, part, trigger, total, mtime):
+    return {"pid": pid, "part": part, "trigger": trigger, "total": total, "mtime": mtime}
+
+
+MARK = "--dump-before=getsid"
+
+
+def test_stage_counts_in_mark_order_fork_dumps_and_children():
+    labels = ["other", "rules", "graph", "match", "emit"]
+    dumps = [
+        _d(10, 1, MARK, 100, 1),  # start-up
+        _d(10, 2, MARK, 20, 2),  # rules
+        _d(10, 3, "--dump-before=fork", 5, 3),  # inside graph: a fork
+        _d(10, 4, MARK, 30, 5),  # graph ends
+        _d(11, 1, "Program termination", 7, 4),  # the child ended during graph
+        _d(10, 5, MARK, 40, 6),  # match
+        _d(10, 6, MARK, 9, 7),  # emit -> other
+        _d(10, 7, "Program termination", 1, 8),  # exit -> other
+    ]
+    counts, children, own = si.stage_counts(dumps, labels, 10)
+    assert counts["rules"] == 20
+    assert counts["graph"] == 5 + 30 + 7
+    assert counts["match"] == 40
+    assert counts["other"] == 100 + 9 + 1
+    assert "emit" not in counts or counts["emit"] == 0
+    assert children == 1
+    assert own == 205
+    assert sum(counts.values()) == own + 7
+
+
+def test_stage_counts_refuses_a_label_count_that_does_not_match():
+    dumps = [_d(10, 1, MARK, 1, 1), _d(10, 2, "Program termination", 1, 2)]
+    with pytest.raises(ValueError):
+        si.stage_counts(dumps, ["other", "rules"], 10)
