@@ -124,42 +124,46 @@ def read_dump(text: str) -> dict:
     }
 
 
-def stage_counts(
-    dumps: list[dict], labels: list[str], parent: int
-) -> tuple[dict[str, int], int, int]:
-    """Instructions per stage from the dumps of one run (each dump: ``read_dump``'s
-    fields and ``mtime``), the parent's marks labelled in order by ``labels``.
+def assign_stages(dumps: list[dict], labels: list[str], parent: int) -> list[tuple[dict, str]]:
+    """Each dump of one run (``read_dump``'s fields and ``mtime``) with its stage, the
+    parent's marks labelled in order by ``labels``.
 
     The parent's parts in order: each belongs to the stage of the next mark (a dump made
     by a fork, not a mark, belongs to the stage it was made in); the part written at
-    exit to "other". A child's dump counts in the stage during which it was written.
-    Returns the stages' counts, the number of child processes and the parent's total."""
+    exit to "other". A child's dump belongs to the stage during which it was written."""
     own = sorted((d for d in dumps if d["pid"] == parent), key=lambda d: d["part"])
     marks = [d for d in own if d["trigger"] == f"--dump-before={MARK}"]
     if len(marks) != len(labels):
         raise ValueError(f"{len(marks)} marks dumped but {len(labels)} stage boundaries")
-    counts = {s: 0 for s in STAGES}
-    ends: list[tuple[float, str]] = []  # (time the part was written, its stage)
-    pending = 0
+    assigned: list[tuple[dict, str]] = []
+    pending: list[dict] = []
     seen = 0
-    pending_parts: list[dict] = []
     for d in own:
-        pending += d["total"]
-        pending_parts.append(d)
+        pending.append(d)
         is_mark = d["trigger"] == f"--dump-before={MARK}"
         if is_mark or d is own[-1]:
             stage = labels[seen] if is_mark else "other"
-            stage = FOLDED.get(stage, stage)
-            counts[stage] = counts.get(stage, 0) + pending
-            ends += [(p["mtime"], stage) for p in pending_parts]
+            assigned += [(p, FOLDED.get(stage, stage)) for p in pending]
             seen += is_mark
-            pending, pending_parts = 0, []
-    children = [d for d in dumps if d["pid"] != parent]
-    for d in children:
-        later = [stage for t, stage in ends if t >= d["mtime"]]
-        stage = later[0] if later else "other"
+            pending = []
+    ends = [(d["mtime"], stage) for d, stage in assigned]  # in the order written
+    for d in dumps:
+        if d["pid"] != parent:
+            later = [stage for t, stage in ends if t >= d["mtime"]]
+            assigned.append((d, later[0] if later else "other"))
+    return assigned
+
+
+def stage_counts(
+    dumps: list[dict], labels: list[str], parent: int
+) -> tuple[dict[str, int], int, int]:
+    """Instructions per stage (``assign_stages``), the number of child processes and
+    the parent's total."""
+    counts = {s: 0 for s in STAGES}
+    for d, stage in assign_stages(dumps, labels, parent):
         counts[stage] = counts.get(stage, 0) + d["total"]
-    return counts, len({d["pid"] for d in children}), sum(d["total"] for d in own)
+    children = {d["pid"] for d in dumps if d["pid"] != parent}
+    return counts, len(children), sum(d["total"] for d in dumps if d["pid"] == parent)
 
 
 def callgrind(cmd: list[str], folder: Path, log: Path) -> float:
@@ -194,6 +198,7 @@ def dumps_in(folder: Path) -> list[dict]:
     for f in sorted(folder.glob("callgrind.out.*")):
         d = read_dump(_head(f) + "\n" + _tail(f))
         d["mtime"] = f.stat().st_mtime_ns
+        d["path"] = str(f)
         out.append(d)
     return out
 
@@ -259,6 +264,96 @@ def measure(path: Path, folder: Path, tag: str) -> dict:
     }
 
 
+def self_costs(lines) -> dict[str, int]:
+    """Self instructions per function ("name [object]") of one callgrind dump, read from
+    its cost lines (``callgrind_annotate`` 3.19 gives part files of ``--dump-before``
+    inclusive figures even with ``--inclusive=no``: its self costs sum to many times the
+    part's total). A cost line after ``calls=`` is the call's inclusive cost: skipped."""
+    names: dict[str, dict[str, str]] = {"ob": {}, "fn": {}}
+    ob, fn, after_call = "", "", False
+    costs: dict[str, int] = {}
+    for line in lines:
+        if not line or line[0] in "#\n":
+            continue
+        called = line[:4] in ("cob=", "cfn=")  # names may be defined in a call's context
+        head = line[1:4] if called else line[:3]
+        if head in ("ob=", "fn="):
+            key = head[:2]
+            value = line[3 + called :].rstrip("\n")
+            if value.startswith("("):
+                ref, _, name = value.partition(")")
+                name = name.strip()
+                if name:
+                    names[key][ref] = name
+                else:
+                    name = names[key].get(ref, ref + ")")
+            else:
+                name = value
+            if called:
+                continue
+            if key == "ob":
+                ob = name
+            else:
+                fn = f"{name} [{ob.rsplit('/', 1)[-1]}]"
+            continue
+        if line.startswith("calls="):
+            after_call = True
+            continue
+        c = line[0]
+        if c.isdigit() or c in "+-*":
+            if after_call:
+                after_call = False
+                continue
+            parts = line.split()
+            if len(parts) > 1:
+                costs[fn] = costs.get(fn, 0) + int(parts[1])
+    return costs
+
+
+def function_costs(path: str) -> dict[str, int]:
+    """``self_costs`` of the dump file at ``path``."""
+    with open(path, errors="replace") as fh:
+        return self_costs(fh)
+
+
+def compare(folder: Path, form: str, stage: str, layers: list[int], top: int) -> None:
+    """Per function, one stage's instructions at the smallest and the largest size of a
+    kept run (``--keep``), sorted by the excess over linear growth:
+    I_large - I_small * n_large / n_small (the functions that make the exponent)."""
+    nodes = {}
+    for line in (folder / "results.jsonl").read_text().splitlines():
+        r = json.loads(line)
+        if r["form"] == form:
+            nodes[r["layers"]] = r["nodes"]
+    lo, hi = layers[0], layers[-1]
+    per: dict[int, dict[str, int]] = {}
+    for n in (lo, hi):
+        tag = f"{form}-{n}"
+        dumps = dumps_in(folder / f"cg-fuse-{tag}")
+        labels = json.loads((folder / f"labels-{tag}.json").read_text())
+        parent = next(d["pid"] for d in dumps if d["trigger"] == f"--dump-before={MARK}")
+        per[n] = {}
+        for d, s in assign_stages(dumps, labels, parent):
+            if s == stage:
+                for fn, c in function_costs(d["path"]).items():
+                    per[n][fn] = per[n].get(fn, 0) + c
+    scale = nodes[hi] / nodes[lo]
+    a_total, b_total = sum(per[lo].values()), sum(per[hi].values())
+    print(
+        f"{form}, {stage}, self instructions per function, {lo} -> {hi} layers "
+        f"(nodes x{scale:.3f}); stage total {a_total:,} -> {b_total:,} = "
+        f"x{b_total / a_total:.3f}, excess over linear {b_total - a_total * scale:,.0f}"
+    )
+    print(f"{'at ' + str(lo):>14s} {'at ' + str(hi):>14s} {'ratio':>7s} {'excess':>14s}  function")
+    rows = [
+        (per[hi].get(fn, 0) - per[lo].get(fn, 0) * scale, fn) for fn in set(per[lo]) | set(per[hi])
+    ]
+    for excess, fn in sorted(rows, reverse=True)[:top]:
+        i0, i1 = per[lo].get(fn, 0), per[hi].get(fn, 0)
+        ratio = f"{i1 / i0:7.2f}" if i0 else f"{'new':>7s}"
+        print(f"{i0:14,d} {i1:14,d} {ratio} {excess:14,.0f}  {fn[:150]}")
+
+
 def main() -> None:
     if "--marked-fuse" in sys.argv:
         i = sys.argv.index("--marked-fuse")
@@ -269,7 +364,20 @@ def main() -> None:
     ap.add_argument("--layers", default="512,2048")
     ap.add_argument("--forms", default="initializers,inputs,external")
     ap.add_argument("--keep", help="keep the models, dumps and logs in this folder")
+    ap.add_argument(
+        "--compare",
+        metavar="STAGE",
+        help="no run: per function, STAGE's instructions at the smallest and largest "
+        "--layers of the run kept in --keep (one --forms), by excess over linear",
+    )
+    ap.add_argument("--top", type=int, default=25, help="--compare: functions shown")
     args = ap.parse_args()
+    if args.compare:
+        if not args.keep:
+            ap.error("--compare reads a kept run: give its --keep folder")
+        layers = [int(x) for x in args.layers.split(",")]
+        compare(Path(args.keep), args.forms, args.compare, layers, args.top)
+        return
     if shutil.which("valgrind") is None:
         raise SystemExit("valgrind is not installed (apt-get install valgrind)")
     layers = [int(x) for x in args.layers.split(",")]

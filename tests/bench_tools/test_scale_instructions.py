@@ -86,3 +86,30 @@ def test_stage_counts_refuses_a_label_count_that_does_not_match():
     dumps = [_d(10, 1, MARK, 1, 1), _d(10, 2, "Program termination", 1, 2)]
     with pytest.raises(ValueError):
         si.stage_counts(dumps, ["other", "rules"], 10)
+
+
+def test_self_costs_skip_call_costs_and_follow_name_compression():
+    text = (
+        "events: Ir\n"
+        "ob=(1) /lib/libpython3.11.so\n"
+        "fl=(1) ceval.c\n"
+        "fn=(1) eval\n"
+        "10 100\n"
+        "cob=(2) /lib/libc.so.6\n"
+        "cfi=(2) malloc.c\n"
+        "cfn=(2) malloc\n"
+        "calls=3 0\n"
+        "12 900\n"  # the calls' inclusive cost: not eval's own
+        "+1 5\n"
+        "ob=(2)\n"
+        "fl=(2)\n"
+        "fn=(2)\n"
+        "0 900\n"
+        "ob=(1)\n"
+        "fn=(1)\n"
+        "* 7\n"
+        "\ntotals: 1012\n"
+    )
+    costs = si.self_costs(text.splitlines(keepends=True))
+    assert costs == {"eval [libpython3.11.so]": 112, "malloc [libc.so.6]": 900}
+    assert sum(costs.values()) == 1012
