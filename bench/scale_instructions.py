@@ -47,7 +47,8 @@ then the done-when line of issue 13 by instructions (exponent <= 1.05 every stag
 alone; each case's wall and CPU time under it is printed. Counts do not depend on the
 load: run it at the lowest share (``setsid bash -c 'echo 19 > /proc/self/autogroup;
 exec nice -n 19 CMD'``). With ``--keep DIR`` the models, dumps, logs and each case's
-figures (``results.jsonl``, written as measured) stay in DIR.
+figures (``results.jsonl``, written as measured) stay in DIR; run again with the same
+DIR, the cases in its results.jsonl are not measured again (an interrupted run goes on).
 
 ``--compare STAGE`` (no run) reads a kept run and lists, per C function (the
 interpreter's, onnx's, protobuf's...), STAGE's self instructions at the smallest and the
@@ -246,6 +247,10 @@ def measure(path: Path, folder: Path, tag: str) -> dict:
     py = sys.executable
     fl_dir, fu_dir = folder / f"cg-floor-{tag}", folder / f"cg-fuse-{tag}"
     fl_log, fu_log = folder / f"cg-floor-{tag}.log", folder / f"cg-fuse-{tag}.log"
+    for old in (fl_dir, fu_dir):  # an interrupted run's files: not this run's
+        shutil.rmtree(old, ignore_errors=True)
+    for old in (*folder.glob(fl_log.name + ".*"), *folder.glob(fu_log.name + ".*")):
+        old.unlink()
     labels = folder / f"labels-{tag}.json"
     out = folder / f"out-{tag}"
     # --time-limit: CP-SAT's limit is wall time, and callgrind's 30-100x would reach the
@@ -409,6 +414,13 @@ def main() -> None:
         folder = Path(tmp.name)
     rows: dict[tuple[str, int], dict] = {}
     worst: dict[str, tuple[float, str]] = {}
+    # the cases a run in the same --keep folder measured already (counts do not change:
+    # an interrupted run goes on where it stopped; delete results.jsonl to measure again)
+    kept: dict[tuple[str, int], dict] = {}
+    if args.keep and (folder / "results.jsonl").exists():
+        for line in (folder / "results.jsonl").read_text().splitlines():
+            r = json.loads(line)
+            kept[(r["form"], r["layers"])] = r
     try:
         for form in forms:
             print(
@@ -421,10 +433,15 @@ def main() -> None:
                 + "  callgrind s: floor wall/CPU, fuse wall/CPU"
             )
             for n in layers:
-                path, nodes = write_model(n, form, folder)
-                r = measure(path, folder, f"{form}-{n}")
-                rows[(form, n)] = r = {**r, "nodes": nodes}
-                if args.keep:  # each case as it is measured: a long run's partial result
+                if (form, n) in kept:
+                    rows[(form, n)] = r = kept[(form, n)]
+                    nodes = r["nodes"]
+                    print(f"  (kept: {folder / 'results.jsonl'})")
+                else:
+                    path, nodes = write_model(n, form, folder)
+                    r = measure(path, folder, f"{form}-{n}")
+                    rows[(form, n)] = r = {**r, "nodes": nodes}
+                if args.keep and (form, n) not in kept:  # each case as it is measured
                     with open(folder / "results.jsonl", "a") as fh:
                         fh.write(json.dumps({"form": form, "layers": n, **r}) + "\n")
                 print(f"  plan: {r['plan']}")
@@ -434,8 +451,8 @@ def main() -> None:
                     f"{n:6d} {nodes:6d} {r['floor'] / 1e6:9.0f} {r['fuse'] / 1e6:9.0f} "
                     f"{r['fuse'] / r['floor']:6.1f} "
                     + " ".join(f"{r['stages'].get(s, 0) / 1e6:8.1f}" for s in STAGES)
-                    + f"  {r['floor_wall']:.0f}/{r['floor_cpu']:.0f}, "
-                    f"{r['fuse_wall']:.0f}/{r['fuse_cpu']:.0f}",
+                    + f"  {r['floor_wall']:.0f}/{r.get('floor_cpu', math.nan):.0f}, "
+                    f"{r['fuse_wall']:.0f}/{r.get('fuse_cpu', math.nan):.0f}",
                     flush=True,
                 )
                 if not args.keep:
