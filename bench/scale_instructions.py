@@ -208,9 +208,13 @@ def callgrind(cmd: list[str], folder: Path, log: Path) -> tuple[float, float]:
     return wall, usage.ru_utime + usage.ru_stime
 
 
-def dumps_in(folder: Path) -> list[dict]:
+def dumps_in(folder: Path, written: bool = False) -> list[dict]:
+    """``read_dump`` of every dump file in ``folder`` (``written``: only those written
+    whole so far, as by a run under way: a process's last file is empty until it ends)."""
     out = []
     for f in sorted(folder.glob("callgrind.out.*")):
+        if written and f.stat().st_size == 0:
+            continue
         d = read_dump(_head(f) + "\n" + _tail(f))
         d["mtime"] = f.stat().st_mtime_ns
         d["path"] = str(f)
@@ -377,6 +381,53 @@ def compare(folder: Path, form: str, stage: str, layers: list[int], top: int) ->
         print(f"{i0:14,d} {i1:14,d} {ratio} {excess:14,.0f}  {fn[:150]}")
 
 
+# the laps of ``fuse --jobs 1`` without verification, in order (what ``--progress`` reads
+# a run's parts by before its labels are written at the end)
+LAP_ORDER = ("other", "rules", "graph", "match", "cost", "resolve", "plan", "rewrite", "check")
+
+
+def progress(folders: list[Path]) -> None:
+    """The stages a run still under way (or stopped) has counted: its parent's parts
+    dumped at a mark so far, in lap order (``LAP_ORDER``; no fork dumps expected), per
+    case folder ``cg-fuse-FORM-LAYERS`` of each kept folder."""
+    found: dict[tuple[str, int], dict[str, int]] = {}
+    for folder in folders:
+        for case in sorted(folder.glob("cg-fuse-*")):
+            m = re.fullmatch(r"cg-fuse-(\w+)-(\d+)", case.name)
+            if not m or not case.is_dir():
+                continue
+            marks = f"--dump-before={MARK}"
+            dumps = [d for d in dumps_in(case, written=True) if d["trigger"] == marks]
+            if any(d["pid"] != dumps[0]["pid"] for d in dumps):
+                raise SystemExit(f"{case}: dumps of more than one process")
+            stages = {}
+            for d in sorted(dumps, key=lambda d: d["part"]):
+                stages[LAP_ORDER[d["part"] - 1]] = d["total"]
+            found[(m.group(1), int(m.group(2)))] = stages
+    print("instructions per stage counted so far, millions (parts dumped at a mark)")
+    print(f"{'form':12s} {'layers':>6s} " + " ".join(f"{s:>8s}" for s in LAP_ORDER))
+    for (form, n), stages in sorted(found.items()):
+        print(
+            f"{form:12s} {n:6d} "
+            + " ".join(
+                f"{stages[s] / 1e6:8.1f}" if s in stages else f"{'-':>8s}" for s in LAP_ORDER
+            )
+        )
+    forms = sorted({f for f, _ in found})
+    for form in forms:
+        sizes = sorted(n for f, n in found if f == form)
+        if len(sizes) < 2:
+            continue
+        lo, hi = sizes[0], sizes[-1]
+        a, b = found[(form, lo)], found[(form, hi)]
+        # layers for nodes: 43 nodes a layer and a handful of others (synthetic.py)
+        ex = [
+            f"{exponent(a[s], b[s], lo, hi):8.3f}" if s in a and s in b else f"{'-':>8s}"
+            for s in LAP_ORDER
+        ]
+        print(f"{form:12s} {f'{lo}->{hi}':>6s} " + " ".join(ex) + "  (exponent, by layers)")
+
+
 def main() -> None:
     if "--marked-fuse" in sys.argv:
         i = sys.argv.index("--marked-fuse")
@@ -394,7 +445,17 @@ def main() -> None:
         "--layers of the run kept in --keep (one --forms), by excess over linear",
     )
     ap.add_argument("--top", type=int, default=25, help="--compare: functions shown")
+    ap.add_argument(
+        "--progress",
+        nargs="+",
+        metavar="DIR",
+        help="no run: the stages counted so far by the runs kept in these folders "
+        "(under way or stopped), and the exponents between their sizes",
+    )
     args = ap.parse_args()
+    if args.progress:
+        progress([Path(d) for d in args.progress])
+        return
     if args.compare:
         if not args.keep:
             ap.error("--compare reads a kept run: give its --keep folder")
