@@ -347,20 +347,33 @@ def compare(folder: Path, form: str, stage: str, layers: list[int], top: int) ->
     """Per function, one stage's instructions at the smallest and the largest size of a
     kept run (``--keep``), sorted by the excess over linear growth:
     I_large - I_small * n_large / n_small (the functions that make the exponent)."""
-    nodes = {}
-    for line in (folder / "results.jsonl").read_text().splitlines():
-        r = json.loads(line)
-        if r["form"] == form:
-            nodes[r["layers"]] = r["nodes"]
     lo, hi = layers[0], layers[-1]
+    nodes = {lo: lo, hi: hi}  # a case still under way: by layers (43 nodes each, + a few)
+    if (folder / "results.jsonl").exists():
+        for line in (folder / "results.jsonl").read_text().splitlines():
+            r = json.loads(line)
+            if r["form"] == form and r["layers"] in nodes and all(n in nodes for n in (lo, hi)):
+                nodes[r["layers"]] = r["nodes"]
+    if sum(1 for n in (lo, hi) if nodes[n] != n) == 1:  # one known: both by layers
+        nodes = {lo: lo, hi: hi}
     per: dict[int, dict[str, int]] = {}
     for n in (lo, hi):
         tag = f"{form}-{n}"
-        dumps = dumps_in(folder / f"cg-fuse-{tag}")
-        labels = json.loads((folder / f"labels-{tag}.json").read_text())
-        parent = next(d["pid"] for d in dumps if d["trigger"] == f"--dump-before={MARK}")
+        case = folder / f"cg-fuse-{tag}"
+        if (folder / f"labels-{tag}.json").exists():
+            dumps = dumps_in(case)
+            labels = json.loads((folder / f"labels-{tag}.json").read_text())
+            parent = next(d["pid"] for d in dumps if d["trigger"] == f"--dump-before={MARK}")
+            assigned = assign_stages(dumps, labels, parent)
+        else:  # under way: the parts dumped at a mark so far, in lap order
+            dumps = dumps_in(case, written=True)
+            assigned = [
+                (d, LAP_ORDER[d["part"] - 1])
+                for d in dumps
+                if d["trigger"] == f"--dump-before={MARK}"
+            ]
         per[n] = {}
-        for d, s in assign_stages(dumps, labels, parent):
+        for d, s in assigned:
             if s == stage:
                 for fn, c in function_costs(d["path"]).items():
                     per[n][fn] = per[n].get(fn, 0) + c
