@@ -396,7 +396,10 @@ def compare(folder: Path, form: str, stage: str, layers: list[int], top: int) ->
 
 # the laps of ``fuse --jobs 1`` without verification, in order (what ``--progress`` reads
 # a run's parts by before its labels are written at the end)
-LAP_ORDER = ("other", "rules", "graph", "match", "cost", "resolve", "plan", "rewrite", "check")
+LAP_ORDER = (
+    *("other", "rules", "graph", "match", "cost", "resolve", "plan", "rewrite", "check"),
+    "emit",
+)
 
 
 def progress(folders: list[Path]) -> None:
