@@ -155,6 +155,18 @@ def guarded(action: Callable[[], T]) -> T:
         raise typer.Exit(EXIT_ERROR) from None
 
 
+def progress_printer() -> Callable[[str], None] | None:
+    """Progress lines on stderr while a long stage runs, where stderr is a terminal
+    (piped or captured output stays the result alone)."""
+    if not sys.stderr.isatty():
+        return None
+
+    def show(message: str) -> None:
+        typer.echo(f"autofusion: {message}...", err=True)
+
+    return show
+
+
 def stdout_is_terminal() -> bool:
     return sys.stdout.isatty()
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 from enum import StrEnum
 from pathlib import Path
 
@@ -28,6 +27,7 @@ from ruleengine.cli.common import (
     guarded,
     parse_dims,
     parse_input_shapes,
+    progress_printer,
     warn_inputs,
 )
 
@@ -45,16 +45,6 @@ TERMINAL_REJECTED_ROWS = 25  # report.txt lists every candidate not fused
 
 def _env_names(var: str) -> list[str]:
     return [n.strip() for n in os.environ.get(var, "").split(",") if n.strip()]
-
-
-def _progress_printer():
-    if not sys.stderr.isatty():
-        return None
-
-    def show(message: str) -> None:
-        typer.echo(f"autofusion: {message}...", err=True)
-
-    return show
 
 
 @app.command(
@@ -165,7 +155,7 @@ def fuse_command(
             seed=seed,
             time_limit_s=time_limit,
             jobs=jobs,
-            progress=_progress_printer(),
+            progress=progress_printer(),
             verify_mode=verify_mode.value,
             outdir=outdir,
             copy_weights=copy_weights,

@@ -13,7 +13,15 @@ from pathlib import Path
 import typer
 
 from ruleengine.cli.app import app
-from ruleengine.cli.common import PANEL_RULES, Format, Preset, examples, guarded, parse_dims
+from ruleengine.cli.common import (
+    PANEL_RULES,
+    Format,
+    Preset,
+    examples,
+    guarded,
+    parse_dims,
+    progress_printer,
+)
 from ruleengine.cost.scoring import human_bytes
 from ruleengine.errors import UsageError
 from ruleengine.suggest import Suggestion
@@ -191,6 +199,7 @@ def suggest_command(
             dims=parse_dims(dim),
             min_bytes=min_bytes,
             max_rules=max_rules,
+            progress=progress_printer(),
         )
         data = summary_json(result)
         files = {f"{RULES_DIR}/{d.name}.yaml": d.text.encode() for d in result.rules}

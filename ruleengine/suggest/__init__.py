@@ -285,7 +285,7 @@ def _smaller_round(  # noqa: ANN001, PLR0913
         if fitted:
             alternatives.append(_alternatives(name, priority, fitted))
     note("generating and running the rule tests of the smaller forms")
-    more, failed = _with_tests(alternatives, graphs)
+    more, failed = _with_tests(alternatives, graphs, note)
     both, alike = _distinct([*drafts, *more], rules, preset)
     more = [_with_kernel(d, graphs) for d in both[len(drafts) :]]
     if len(both) < len(drafts) or not more:
@@ -481,7 +481,7 @@ def _bridges(name: str, before, after, drafts, note) -> list[DraftRule]:  # noqa
     if not alternatives:
         return []
     note(f"drafting {len(alternatives)} bridge rule(s) for {name}")
-    tested, _ = _with_tests(alternatives, graphs)
+    tested, _ = _with_tests(alternatives, graphs, note)
     return [_with_kernel(d, graphs) for d in tested]
 
 
@@ -739,7 +739,7 @@ def _draft(  # noqa: PLR0913
             continue
         drafts.append(_alternatives(name, priority, fitted))
     note("generating and running the rule tests")
-    drafts, failed = _with_tests(drafts, graphs)
+    drafts, failed = _with_tests(drafts, graphs, note)
     dropped += failed
     drafts, twins = _distinct(drafts, rules, preset)
     dropped += twins
@@ -762,7 +762,7 @@ def _ceiling(search, fusable: int) -> tuple[float, bool]:  # noqa: ANN001
 
 
 def _with_tests(
-    alternatives: list[list[DraftRule]], graphs
+    alternatives: list[list[DraftRule]], graphs, note: Progress | None = None
 ) -> tuple[list[DraftRule], list[tuple[str, str]]]:  # noqa: ANN001
     """Per cluster, the first of its drafts (most general first) whose rule tests pass,
     each test run by the rule-test runner: a draft that does not find its own region is
@@ -777,22 +777,24 @@ def _with_tests(
     for drafts in alternatives:
         chosen = None
         fallback = None
-        for d in drafts:
+        for k, d in enumerate(drafts):
             if d.pinned:  # what the pruning may narrow a draft to, never where it starts
                 break
-            tested = _tested(d, graphs)
+            tested = _tested(d, graphs, fewer=True)
             if tested is None:
                 continue
+            if tested.text != d.text and note is not None:
+                note(f"{d.name}: drafted with fewer branches (one does not find its region)")
             if len(tested.tests) > 1:
-                chosen = tested
+                chosen = (tested, k)
                 break
-            fallback = tested
+            fallback = (tested, k)
         chosen = chosen or fallback
         if chosen is None:
             failed.append((drafts[0].name, "its generated tests do not pass"))
         else:
-            after = drafts[[d.text for d in drafts].index(chosen.text) + 1 :]
-            out.append(replace(chosen, narrower=tuple((d.cluster, d.text) for d in after)))
+            after = drafts[chosen[1] + 1 :]
+            out.append(replace(chosen[0], narrower=tuple((d.cluster, d.text) for d in after)))
     return out, failed
 
 
@@ -843,16 +845,28 @@ def _with_kernel(d: DraftRule, graphs) -> DraftRule:  # noqa: ANN001
     return replace(d, kernel=kernel_entry(d.text, d.cluster, op_types))
 
 
-def _tested(d: DraftRule, graphs) -> DraftRule | None:  # noqa: ANN001
+def _tested(d: DraftRule, graphs, fewer: bool = False) -> DraftRule | None:  # noqa: ANN001
     """The draft with its passing tests (positive, and a negative where one is found;
-    the same per branch it writes): None where a positive fails."""
+    the same per branch it writes): None where a positive fails. With ``fewer``, where
+    a branch's positive fails, the same draft with fewer branches (none last) whose
+    tests pass: a branch that does not find its region as its export has it costs the
+    draft that branch, not its generality (the pruning keeps ``fewer`` off: it measured
+    the text it asks for)."""
     from dataclasses import replace
 
     tested = _region_tested(d, graphs)
     if tested is None or tested.branches == ((), ()):
         return tested
     branch = _branch_tested(d, graphs)
-    return None if branch is None else replace(tested, tests={**tested.tests, **branch})
+    if branch is not None:
+        return replace(tested, tests={**tested.tests, **branch})
+    for text in d.fewer_branches.get(d.text, ()) if fewer else ():
+        if text != d.fewer_branches[d.text][-1] and _lint_findings(text):
+            continue  # a branch leaving a finding is not written (none: as before)
+        other = _tested(replace(d, text=text), graphs)
+        if other is not None:
+            return other
+    return None
 
 
 def _branch_tested(d: DraftRule, graphs) -> dict[str, str] | None:  # noqa: ANN001
@@ -931,6 +945,8 @@ class Fitted(NamedTuple):
     pinned: bool
     unsized: tuple[str, Mapping[str, int]] | None = None
     branches: BranchUnits = ((), ())  # what its branches are (``DraftRule.branches``)
+    # the same draft with fewer branches, none last, each with its branches' units
+    fewer: tuple[tuple[str, BranchUnits], ...] = ()
 
 
 def _alternatives(name: str, priority: int, fitted: Sequence[Fitted]) -> list[DraftRule]:
@@ -938,6 +954,9 @@ def _alternatives(name: str, priority: int, fitted: Sequence[Fitted]) -> list[Dr
     forms' unpinned drafts and limits (what the pruning compares, never read back)."""
     unsized = {f.text: f.unsized for f in fitted if f.unsized is not None}
     branches = {f.text: f.branches for f in fitted if f.branches != ((), ())}
+    # the fewer-branch forms' own branches too (what their tests are cut to)
+    branches.update((t, u) for f in fitted for t, u in f.fewer if u != ((), ()))
+    fewer = {f.text: tuple(t for t, _ in f.fewer) for f in fitted if f.fewer}
     return [
         DraftRule(
             name,
@@ -947,6 +966,7 @@ def _alternatives(name: str, priority: int, fitted: Sequence[Fitted]) -> list[Dr
             pinned=f.pinned,
             unsized=unsized,
             branch_units=branches,
+            fewer_branches=fewer,
         )
         for f in fitted
     ]
@@ -980,6 +1000,9 @@ def _fitting_drafts(  # noqa: ANN001
 
     # text -> its branches' units (a text names its cluster's ops: one map serves both)
     branches_of: dict[str, BranchUnits] = {}
+    # a branched text -> the same draft with fewer branches, none last, with their units
+    # (written unlinted: linted where taken, ``_tested``)
+    fewer_of: dict[str, tuple[tuple[str, BranchUnits], ...]] = {}
     for spelled_out in (False, True):
         cluster = _primitive(c, graphs) if spelled_out else c
         drop = noop_casts(cluster, is_noop)
@@ -990,8 +1013,9 @@ def _fitting_drafts(  # noqa: ANN001
 
         def write(spread, *args, sizes=None, cluster=cluster, tries=tries) -> str:  # noqa: ANN001
             budget = MAX_CLAUSES_PER_RULE if spread is None else DRAFT_CLAUSES
-            for without, with_bn in tries[:-1]:
-                _, text = draft(
+
+            def text_of(without: tuple, with_bn: tuple) -> str:
+                return draft(
                     cluster,
                     name,
                     priority,
@@ -1001,11 +1025,19 @@ def _fitting_drafts(  # noqa: ANN001
                     sizes=sizes,
                     drop=without,
                     bn_after=with_bn,
-                )
+                )[1]
+
+            for k, (without, with_bn) in enumerate(tries[:-1]):
+                text = text_of(without, with_bn)
                 if _clauses(text) <= budget and not _lint_findings(text):
                     branches_of[text] = (tuple(without), tuple(with_bn))
+                    fewer_of[text] = tuple(
+                        (other, (tuple(w), tuple(b)))
+                        for w, b in tries[k + 1 :]
+                        if _clauses(other := text_of(w, b)) <= budget
+                    )
                     return text  # a branch leaving a finding (disconnected, views) is not
-            return draft(cluster, name, priority, target, spread, *args, sizes=sizes)[1]
+            return text_of((), ())
 
         out: dict[str, Cluster] = {}
         spreads: list = []
@@ -1046,11 +1078,20 @@ def _fitting_drafts(  # noqa: ANN001
             none: BranchUnits = ((), ())
             return [
                 *(
-                    Fitted(cl, text, False, None, branches_of.get(text, none))
+                    Fitted(
+                        cl, text, False, None, branches_of.get(text, none), fewer_of.get(text, ())
+                    )
                     for text, cl in out.items()
                 ),
                 *(
-                    Fitted(cl, text, True, unsized.get(text), branches_of.get(text, none))
+                    Fitted(
+                        cl,
+                        text,
+                        True,
+                        unsized.get(text),
+                        branches_of.get(text, none),
+                        fewer_of.get(text, ()),
+                    )
                     for text, cl in pinned.items()
                 ),
             ]

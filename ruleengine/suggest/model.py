@@ -72,6 +72,11 @@ class DraftRule:
     # ops (canonical indices of ``cluster``): (the no-op Casts its branch is without, the
     # Convs its branch has a BatchNormalization after); what its branch tests are cut to
     branch_units: Mapping[str, BranchUnits] = field(default_factory=dict, compare=False, repr=False)
+    # per branched draft text: the same draft with fewer branches, fewest last (none):
+    # what is taken where a branch does not find its region as its export has it
+    fewer_branches: Mapping[str, tuple[str, ...]] = field(
+        default_factory=dict, compare=False, repr=False
+    )
 
     @property
     def branches(self) -> BranchUnits:

@@ -173,3 +173,50 @@ def test_suggest_writes_branch_tests_that_autofusion_test_passes(tmp_path):
     assert f"positive_{BN_BRANCH}.onnxtxt" in written
     res = CliRunner().invoke(app, ["test", str(out / "rules"), "-f", "json"])
     assert res.exit_code == 0, res.output
+
+
+def test_each_branched_draft_knows_its_forms_with_fewer_branches(tmp_path):
+    """The forms with fewer branches, none last, each record their own branches."""
+    drafts, graphs = _drafts(tmp_path, _chain("1"))
+    (d,) = drafts
+    fewer = d.fewer_branches[d.text]
+    assert fewer
+    assert "branches" not in yaml.safe_load(fewer[-1])["match"]
+    assert replace(d, text=fewer[-1]).branches == ((), ())
+    assert _tested_with_fewer(d, graphs).text == d.text  # its own branch passes: kept
+
+
+def _tested_with_fewer(d, graphs):  # noqa: ANN001, ANN202
+    from ruleengine.suggest import _tested
+
+    return _tested(d, graphs, fewer=True)
+
+
+def test_a_draft_whose_branch_fails_is_taken_with_fewer_branches(tmp_path):
+    """A branch that does not find the region as its export has it costs the draft that
+    branch, not the draft: ``_with_tests`` takes the same draft without it, its region
+    tests passing, and the pruning's narrowings are still the ones after it."""
+    from ruleengine.suggest import _tested, _with_tests
+
+    drafts, graphs = _drafts(tmp_path, _chain("1"))
+    (d,) = drafts
+    text = _without_branches(d.text)  # claims a branch it does not write: its test fails
+    plain = d.fewer_branches[d.text][-1]
+    broken = replace(
+        d,
+        text=text,
+        branch_units={text: d.branches},
+        fewer_branches={text: (plain,)},
+        narrower=(),
+    )
+    assert _tested(broken, graphs) is None  # the pruning's view: this text fails
+    taken = _tested(broken, graphs, fewer=True)
+    assert taken is not None and taken.text == plain
+    assert not any("branch" in name for name in taken.tests)
+    assert taken.tests["positive_region.onnxtxt"]
+    later = replace(d, text=d.text + "\n# a narrowing\n")
+    (kept,), failed = _with_tests([[broken, later]], graphs)
+    assert not failed and kept.text == plain
+    assert [t for _, t in kept.narrower] == [later.text]
+    outcomes = _run(tmp_path, kept.name, kept.text, dict(kept.tests))
+    assert all(o.status is Status.PASS for o in outcomes.values())
