@@ -11,6 +11,7 @@ from __future__ import annotations
 import tempfile
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import partial
+from itertools import combinations
 from pathlib import Path
 from typing import NamedTuple
 
@@ -1223,6 +1224,9 @@ def _display_names(models: Sequence[str | Path]) -> list[str]:
 # the drafted rule whose removal raises coverage most (summed over the models) is left
 # out, decided by the real selection stage over the real candidates; at most this many.
 PRUNE_ROUNDS = 12
+# Where no single change raises coverage, pairs of rules left out together are tried
+# among at most this many rules with stray groups (``_prune.best_pair``): 45 pairs.
+MAX_PAIR_RULES = 10
 
 
 def _measure_after(  # noqa: ANN001
@@ -1383,6 +1387,39 @@ def _prune(  # noqa: ANN001, C901, PLR0915
                 return (*t[:4], tested_memo[text], i, *t[6:])
         return None
 
+    def strays() -> list[DraftRule]:
+        """The drafted rules in use with a chosen group that is none of the regions they
+        were drafted for, in rank order: a generalized match elsewhere."""
+        found: set[str] = set()
+        for k, a in enumerate(analyses):
+            chosen = resolve(a.graph, scored_of(k, out, swapped)).chosen
+            for sc in chosen:
+                d = current.get(sc.candidate.rule)
+                if d is None or d.name in out or d.name in found:
+                    continue
+                own = {
+                    frozenset(i.region.nodes) for i in d.cluster.instances if i.model == models[k]
+                }
+                if frozenset(sc.candidate.nodes) not in own:
+                    found.add(d.name)
+        return [current[d.name] for d in drafts if d.name in found][:MAX_PAIR_RULES]
+
+    def best_pair() -> tuple | None:
+        """Where no single change raises coverage: the two drafted rules with stray
+        groups whose leaving out together raises it most (each alone may lower it: two
+        generalized matches that tile a stretch of layers between them, each of which
+        alone the selection pairs with groups that capture more)."""
+        found = None
+        for a, b in combinations(strays(), 2):
+            gone = {a.name, b.name}
+            trial, trial_used = select(
+                out | gone, {k: v for k, v in swapped.items() if k not in gone}
+            )
+            gain = sum(trial) - sum(now)
+            if gain > 1e-9 and (found is None or gain > found[0]):
+                found = (gain, (a, b), trial, trial_used)
+        return None if found is None else found[1:]
+
     now, used = select(out, swapped)
     for _ in range(PRUNE_ROUNDS):
         trials = []
@@ -1416,7 +1453,22 @@ def _prune(  # noqa: ANN001, C901, PLR0915
             trials.append((sum(trial) - sum(now), 0, -rank, -i, d, i, trial, trial_used))
         change = best(trials) if pins else plain
         if change is None:
-            break
+            pair = best_pair()
+            if pair is None:
+                break
+            (a, b), trial, trial_used = pair
+            lost = ", ".join(
+                f"{m}: {n:.1%} with both, {t:.1%} without"
+                for m, n, t in zip(models, now, trial, strict=True)
+                if t != n
+            )
+            for d, other in ((a, b), (b, a)):
+                why = f"lowers coverage with {other.name}: their groups win on net bytes ({lost})"
+                dropped.append((d.name, why))
+                out.add(d.name)
+                swapped.pop(d.name, None)
+            now, used = trial, trial_used
+            continue
         _, _, _, _, d, i, trial, trial_used = change
         if i is None:
             lost = ", ".join(
