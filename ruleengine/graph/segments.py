@@ -49,9 +49,13 @@ if TYPE_CHECKING:
 # Nodes per segment, and the fewest nodes worth segmenting. Measured (docs/speed.md): in
 # one process the segmented child costs 17%, 9% and 12% more CPU than one whole call at
 # 4k, 8k and 22k nodes, as much at 88k (the whole call's cost per node grows with the
-# graph, the segments' does not); forked, it makes half the page faults.
+# graph, the segments' does not); forked, it makes half the page faults. From four
+# segments on, every graph takes the segments: the work per node is then the same at
+# every size (one path: a switch at 50,000 nodes made the 512 -> 2048-layer stacks'
+# graph stage grow 4.4-4.7x in instructions for 4x the nodes), for 0.016 s more child
+# CPU at 22k nodes, beside the parent's own work.
 SEGMENT_NODES = 2000
-SEGMENT_FROM_NODES = 50_000
+SEGMENT_FROM_NODES = 4 * SEGMENT_NODES
 
 # Initializers and Constant values of at most this many elements are carried into a
 # segment as values (shape vectors, axes, scalars: what an op's inference may read);
