@@ -163,7 +163,8 @@ def search_regions(
                     k.nodes, k.captured, k.bytes_saved, r.net_bytes, k.compute_ops
                 )
         wider = [by_nodes[k.nodes] for k in pool.kernels]
-        wider += [k for k in rival_kernels if k.nodes not in {w.nodes for w in wider}]
+        pooled = {w.nodes for w in wider}  # once: built per rival it was quadratic
+        wider += [k for k in rival_kernels if k.nodes not in pooled]
 
         ceiling = best_partition(graph, wider, complete=pool.complete, prefer=chosen)
         now = best_partition(graph, rival_kernels, value=lambda k: k.net_bytes)
