@@ -1457,11 +1457,7 @@ def _prune(  # noqa: ANN001, C901, PLR0915
             if pair is None:
                 break
             (a, b), trial, trial_used = pair
-            lost = ", ".join(
-                f"{m}: {n:.1%} with both, {t:.1%} without"
-                for m, n, t in zip(models, now, trial, strict=True)
-                if t != n
-            )
+            lost = _coverage_change(models, now, trial, "both")
             for d, other in ((a, b), (b, a)):
                 why = f"lowers coverage with {other.name}: their groups win on net bytes ({lost})"
                 dropped.append((d.name, why))
@@ -1471,11 +1467,7 @@ def _prune(  # noqa: ANN001, C901, PLR0915
             continue
         _, _, _, _, d, i, trial, trial_used = change
         if i is None:
-            lost = ", ".join(
-                f"{m}: {n:.1%} with it, {t:.1%} without"
-                for m, n, t in zip(models, now, trial, strict=True)
-                if t != n
-            )
+            lost = _coverage_change(models, now, trial, "it")
             dropped.append((d.name, f"lowers coverage: its groups win on net bytes ({lost})"))
             out.add(d.name)
             swapped.pop(d.name, None)
@@ -1488,6 +1480,17 @@ def _prune(  # noqa: ANN001, C901, PLR0915
     if graphs is not None:
         kept = [_with_kernel(d, graphs) if d.name in swapped else d for d in kept]
     return kept, dropped
+
+
+def _coverage_change(
+    models: Sequence[str], now: Sequence[float], trial: Sequence[float], kept: str
+) -> str:
+    """Per model whose coverage a left-out rule (or pair) changes: with ``kept``, without."""
+    return ", ".join(
+        f"{m}: {n:.1%} with {kept}, {t:.1%} without"
+        for m, n, t in zip(models, now, trial, strict=True)
+        if t != n
+    )
 
 
 def _scored_rule(name: str, text: str, analysis) -> list:  # noqa: ANN001
