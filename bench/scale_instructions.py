@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/scale_instructions.py [--layers 512,2048]
                                                  [--forms initializers,inputs,external]
-                                                 [--keep DIR]
+                                                 [--onnxscript-at 1024] [--keep DIR]
     .venv/bin/python bench/scale_instructions.py --keep DIR --forms FORM --compare STAGE
 
 ``bench/scale.py`` measures each stage in seconds; on this shared 2-core machine a
@@ -50,6 +50,15 @@ exec nice -n 19 CMD'``). With ``--keep DIR`` the models, dumps, logs and each ca
 figures (``results.jsonl``, written as measured) stay in DIR; run again with the same
 DIR, the cases in its results.jsonl are not measured again (an interrupted run goes on).
 
+Then, at ``--onnxscript-at`` layers (initializers; 0 or ``--forms none`` with it alone),
+``autofusion match --rules <onnxscript's four patterns> -f json`` (default jobs: it may
+fork) against onnxscript's rewriter with the same four patterns
+(``bench/onnxscript_four.py``, needs the bench extra), whole process each under
+callgrind: every process's instructions summed (with ``--dump-before=fork`` a child's
+file holds only its own work; without it a child's count would repeat everything its
+parent did before the fork), the started process's parts checked against callgrind's own
+count. Their ratio is the goal "match <= 0.5x onnxscript's rewriter" by instructions.
+
 ``--compare STAGE`` (no run) reads a kept run and lists, per C function (the
 interpreter's, onnx's, protobuf's...), STAGE's self instructions at the smallest and the
 largest size, sorted by excess over linear growth: I_large - I_small * n_large / n_small.
@@ -73,7 +82,17 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent))
 
-from scale import GOAL_EXPONENT, STAGES, exponent, write_model  # noqa: E402
+from scale import (  # noqa: E402
+    GOAL_EXPONENT,
+    GOAL_ONNXSCRIPT,
+    GOAL_PLAN,
+    GOAL_RATIO,
+    GOAL_RSS,
+    STAGES,
+    exponent,
+    run_measured,
+    write_model,
+)
 
 MARK = "getsid"  # the libc function whose calls cut the stages (os.getsid)
 TIME_LIMIT = "100000"  # fuse --time-limit, seconds (see ``measure``)
@@ -246,6 +265,16 @@ def collected(log: Path) -> dict[int, int]:
     return found
 
 
+def parent_pids(log: Path) -> dict[int, int]:
+    """Each process's parent process id (``Parent PID:`` in its log, LOG.PID)."""
+    found = {}
+    for p in log.parent.glob(log.name + ".*"):
+        m = re.search(r"==(\d+)== Parent PID: (\d+)", p.read_text(errors="replace"))
+        if m:
+            found[int(m.group(1))] = int(m.group(2))
+    return found
+
+
 def measure(path: Path, folder: Path, tag: str) -> dict:
     """Floor and fuse of one model under callgrind: instructions per stage, totals."""
     py = sys.executable
@@ -265,6 +294,7 @@ def measure(path: Path, folder: Path, tag: str) -> dict:
         [py, __file__, "--marked-fuse", str(labels), "--", *argv], fu_dir, fu_log
     )
     summary = json.loads((out / "plan.json").read_text())["summary"]
+    plan_bytes = (out / "plan.json").stat().st_size
     shutil.rmtree(out, ignore_errors=True)
     dumps = dumps_in(fu_dir)
     whole = collected(fu_log)
@@ -277,6 +307,13 @@ def measure(path: Path, folder: Path, tag: str) -> dict:
         )
     fl_wall, fl_cpu = callgrind([py, str(HERE / "scale.py"), "--floor", str(path)], fl_dir, fl_log)
     fl_total = sum(d["total"] for d in dumps_in(fl_dir))
+    # peak RSS natively, fuse with its default jobs as in scale.py (under valgrind its own
+    # memory would count): the load moves seconds, not what a process holds at its peak
+    _, fl_rss, _, _ = run_measured([py, str(HERE / "scale.py"), "--floor", str(path)], folder)
+    _, fu_rss, _, _ = run_measured(
+        [py, "-m", "ruleengine", "fuse", str(path), "-o", str(out)], folder
+    )
+    shutil.rmtree(out, ignore_errors=True)
     return {
         "floor": fl_total,
         "floor_wall": fl_wall,
@@ -286,9 +323,79 @@ def measure(path: Path, folder: Path, tag: str) -> dict:
         "fuse_wall": fu_wall,
         "stages": counts,
         "children": children,
+        "plan_bytes": plan_bytes,
+        "floor_rss": fl_rss,
+        "fuse_rss": fu_rss,
         # the decisions (the same as a run without callgrind: compare plan.json)
         "plan": {k: summary.get(k) for k in ("groups", "status", "objective", "nodes_after")},
     }
+
+
+def whole_process(cmd: list[str], folder: Path, tag: str) -> dict:
+    """Instructions of ``cmd`` and every process it forked or ran, under callgrind:
+    the sum of every dump's ``totals`` (a child's file, fork-zeroed, holds its own work
+    only), the started process's parts checked against callgrind's own count."""
+    case, log = folder / f"cg-{tag}", folder / f"cg-{tag}.log"
+    shutil.rmtree(case, ignore_errors=True)  # an interrupted run's files: not this run's
+    for old in folder.glob(log.name + ".*"):
+        old.unlink()
+    wall, cpu = callgrind(cmd, case, log)
+    dumps = dumps_in(case)
+    whole = collected(log)
+    started = [pid for pid, ppid in parent_pids(log).items() if ppid == os.getpid()]
+    if len(started) != 1:
+        raise SystemExit(f"{tag}: {len(started)} processes started by this one in {log}.*")
+    parent = started[0]
+    own = sum(d["total"] for d in dumps if d["pid"] == parent)
+    if own != whole[parent]:
+        raise SystemExit(
+            f"{tag}: the parts sum to {own} instructions, callgrind counted {whole[parent]}"
+        )
+    return {
+        "total": sum(d["total"] for d in dumps),
+        "parent": own,
+        "processes": len({d["pid"] for d in dumps}),
+        "wall": wall,
+        "cpu": cpu,
+    }
+
+
+def compare_onnxscript(folder: Path, layers: int) -> dict | None:
+    """``autofusion match`` and onnxscript's rewriter, four patterns, on the same
+    ``layers``-layer stack (initializers), each under callgrind, whole process."""
+    try:
+        import onnxscript  # noqa: F401
+    except ImportError:
+        print("\nonnxscript not installed (pip install -e .[bench]): comparison skipped")
+        return None
+    from synthetic import ONNXSCRIPT_RULES
+
+    rules = folder / "four.yaml"
+    rules.write_text(ONNXSCRIPT_RULES)
+    path, nodes = write_model(layers, "initializers", folder)
+    py = sys.executable
+    ours = whole_process(
+        [py, "-m", "ruleengine", "match", str(path), "--rules", str(rules), "-f", "json"],
+        folder,
+        f"match-{layers}",
+    )
+    theirs = whole_process(
+        [py, str(HERE / "onnxscript_four.py"), str(path)], folder, f"onnxscript-{layers}"
+    )
+    return {"nodes": nodes, "ours": ours, "theirs": theirs}
+
+
+def print_onnxscript(r: dict, layers: int) -> None:
+    ours, theirs = r["ours"], r["theirs"]
+    print(
+        f"\nmatch vs onnxscript's rewriter, four patterns, {layers} layers ({r['nodes']} "
+        f"nodes), whole process each, instructions (millions, every process summed): "
+        f"{ours['total'] / 1e6:,.0f} ({ours['processes']} processes, the started one "
+        f"{ours['parent'] / 1e6:,.0f}) vs {theirs['total'] / 1e6:,.0f} "
+        f"({theirs['processes']}) = {ours['total'] / theirs['total']:.2f}x "
+        f"(goal <= {GOAL_ONNXSCRIPT}x); callgrind s: {ours['wall']:.0f}/{ours['cpu']:.0f} "
+        f"vs {theirs['wall']:.0f}/{theirs['cpu']:.0f} wall/CPU"
+    )
 
 
 def self_costs(lines) -> dict[str, int]:
@@ -452,7 +559,14 @@ def main() -> None:
         return
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--layers", default="512,2048")
-    ap.add_argument("--forms", default="initializers,inputs,external")
+    ap.add_argument("--forms", default="initializers,inputs,external", help="weight forms, or none")
+    ap.add_argument(
+        "--onnxscript-at",
+        type=int,
+        default=1024,
+        metavar="LAYERS",
+        help="match vs onnxscript's rewriter at this many layers (0: not measured)",
+    )
     ap.add_argument("--keep", help="keep the models, dumps and logs in this folder")
     ap.add_argument(
         "--compare",
@@ -481,7 +595,7 @@ def main() -> None:
     if shutil.which("valgrind") is None:
         raise SystemExit("valgrind is not installed (apt-get install valgrind)")
     layers = [int(x) for x in args.layers.split(",")]
-    forms = args.forms.split(",")
+    forms = [] if args.forms == "none" else args.forms.split(",")
     tmp = None
     if args.keep:
         folder = Path(args.keep)
@@ -498,6 +612,13 @@ def main() -> None:
         for line in (folder / "results.jsonl").read_text().splitlines():
             r = json.loads(line)
             kept[(r["form"], r["layers"])] = r
+
+    def keep(form: str, n: int, r: dict) -> None:  # each case as it is measured
+        if args.keep and (form, n) not in kept:
+            with open(folder / "results.jsonl", "a") as fh:
+                fh.write(json.dumps({"form": form, "layers": n, **r}) + "\n")
+
+    compared = None
     try:
         for form in forms:
             print(
@@ -518,9 +639,7 @@ def main() -> None:
                     path, nodes = write_model(n, form, folder)
                     r = measure(path, folder, f"{form}-{n}")
                     rows[(form, n)] = r = {**r, "nodes": nodes}
-                if args.keep and (form, n) not in kept:  # each case as it is measured
-                    with open(folder / "results.jsonl", "a") as fh:
-                        fh.write(json.dumps({"form": form, "layers": n, **r}) + "\n")
+                keep(form, n, r)
                 print(f"  plan: {r['plan']}")
                 if r["children"]:
                     print(f"  ({r['children']} child processes counted in their stages)")
@@ -536,16 +655,58 @@ def main() -> None:
                     for p in folder.glob(f"decoder{n}-{form}.onnx*"):
                         p.unlink()
             worst[form] = scaling(rows, form, layers)
+        if args.onnxscript_at:
+            n = args.onnxscript_at
+            compared = kept.get(("onnxscript", n)) or compare_onnxscript(folder, n)
+            if compared is not None:
+                keep("onnxscript", n, compared)
+                print_onnxscript(compared, n)
     finally:
         if tmp is not None:
             tmp.cleanup()
-    print(f"\ndone when (issue 13), by instructions, {layers[0]} -> {layers[-1]} layers")
+    done_when(rows, forms, layers, worst, compared, args.onnxscript_at)
+
+
+def done_when(
+    rows: dict,
+    forms: list[str],
+    layers: list[int],
+    worst: dict[str, tuple[float, str]],
+    compared: dict | None,
+    compare_at: int,
+) -> None:
+    """Issue 13's goals that instructions measure, with this run's figures."""
+    print("\ndone when (issue 13), by instructions")
+    top = layers[-1]
+    for form in forms:
+        r = rows[(form, top)]
+        ratio = r["fuse"] / r["floor"]
+        status = "met" if ratio <= GOAL_RATIO else "NOT MET"
+        print(f"fuse/floor <= {GOAL_RATIO:g}x, {form}, {top} layers: {ratio:.1f}x  {status}")
+        if "plan_bytes" in r:
+            per = r["plan_bytes"] / r["nodes"]
+            status = "met" if per <= GOAL_PLAN else "NOT MET"
+            print(f"plan.json <= {GOAL_PLAN} B/node, {form}, {top} layers: {per:.0f}  {status}")
+        if "fuse_rss" in r:
+            rss = r["fuse_rss"] / r["floor_rss"]
+            status = "met" if rss <= GOAL_RSS else "NOT MET"
+            print(
+                f"peak RSS <= {GOAL_RSS:g}x the floor's, {form}, {top} layers: {rss:.2f}x "
+                f"({r['fuse_rss']:.0f} vs {r['floor_rss']:.0f} MiB, natively)  {status}"
+            )
     for form in forms:
         e, stage = worst[form]
         status = "met" if e <= GOAL_EXPONENT else "NOT MET"
         print(
-            f"exponent <= {GOAL_EXPONENT} every stage (instructions), {form}: "
-            f"worst {e:.3f} ({stage})  {status}"
+            f"exponent <= {GOAL_EXPONENT} every stage, {form}, {layers[0]} -> {layers[-1]} "
+            f"layers: worst {e:.3f} ({stage})  {status}"
+        )
+    if compared is not None:
+        ratio = compared["ours"]["total"] / compared["theirs"]["total"]
+        status = "met" if ratio <= GOAL_ONNXSCRIPT else "NOT MET"
+        print(
+            f"match <= {GOAL_ONNXSCRIPT}x onnxscript's rewriter, {compare_at} layers: "
+            f"{ratio:.2f}x  {status}"
         )
 
 

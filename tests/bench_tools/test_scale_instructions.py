@@ -113,3 +113,39 @@ def test_self_costs_skip_call_costs_and_follow_name_compression():
     costs = si.self_costs(text.splitlines(keepends=True))
     assert costs == {"eval [libpython3.11.so]": 112, "malloc [libc.so.6]": 900}
     assert sum(costs.values()) == 1012
+
+
+def test_parent_pids_read_from_each_process_log(tmp_path):
+    log = tmp_path / "cg-match.log"
+    (tmp_path / "cg-match.log.100").write_text(
+        "==100== Callgrind, a call-graph generating cache profiler\n"
+        "==100== Command: python -m ruleengine match x.onnx\n"
+        "==100== Parent PID: 42\n"
+        "==100== Collected : 9000\n"
+    )
+    (tmp_path / "cg-match.log.101").write_text("==101== Parent PID: 100\n==101== Collected : 700\n")
+    (tmp_path / "cg-other.log.7").write_text("==7== Parent PID: 42\n")  # another case
+    assert si.parent_pids(log) == {100: 42, 101: 100}
+    assert si.collected(log) == {100: 9000, 101: 700}
+
+
+def _row(floor, fuse, nodes, plan_bytes):
+    return {"floor": floor, "fuse": fuse, "nodes": nodes, "plan_bytes": plan_bytes}
+
+
+def test_done_when_prints_each_goal_against_its_measured_figure(capsys):
+    rows = {
+        ("initializers", 2048): _row(100, 650, 1000, 150_000),
+        ("inputs", 2048): _row(100, 1100, 1000, 2_000_000),
+    }
+    worst = {"initializers": (0.996, "check"), "inputs": (1.2, "graph")}
+    compared = {"ours": {"total": 43}, "theirs": {"total": 100}}
+    si.done_when(rows, ["initializers", "inputs"], [512, 2048], worst, compared, 1024)
+    out = capsys.readouterr().out
+    assert "fuse/floor <= 10x, initializers, 2048 layers: 6.5x  met" in out
+    assert "fuse/floor <= 10x, inputs, 2048 layers: 11.0x  NOT MET" in out
+    assert "plan.json <= 1024 B/node, initializers, 2048 layers: 150  met" in out
+    assert "plan.json <= 1024 B/node, inputs, 2048 layers: 2000  NOT MET" in out
+    assert "initializers, 512 -> 2048 layers: worst 0.996 (check)  met" in out
+    assert "inputs, 512 -> 2048 layers: worst 1.200 (graph)  NOT MET" in out
+    assert "match <= 0.5x onnxscript's rewriter, 1024 layers: 0.43x  met" in out
