@@ -325,8 +325,11 @@ def _spread(values: list[float]) -> float:
     return max(real) - min(real) if len(real) > 1 else 0.0
 
 
-def compare_onnxscript(folder: Path, compare_at: int, py: str) -> tuple[float, str] | None:
-    """``autofusion match`` vs onnxscript's rewriter, four patterns, whole process each."""
+def onnxscript_pair(folder: Path, layers: int, py: str) -> tuple[list[str], list[str], int] | None:
+    """The two whole processes to compare, on the ``layers``-layer stack (initializers)
+    written to ``folder``: ``autofusion match`` with onnxscript's four patterns as rules,
+    and onnxscript's rewriter with the same four; and the stack's node count. None when
+    onnxscript (the bench extra) is not installed."""
     try:
         import onnxscript  # noqa: F401
     except ImportError:
@@ -336,14 +339,19 @@ def compare_onnxscript(folder: Path, compare_at: int, py: str) -> tuple[float, s
 
     rules = folder / "four.yaml"
     rules.write_text(ONNXSCRIPT_RULES)
-    path, nodes = write_model(compare_at, "initializers", folder)
-    ours, ours_rss, _, _ = run_measured(
-        [str(BIN / "autofusion"), "match", str(path), "--rules", str(rules), "-f", "json"],
-        folder,
-    )
-    theirs, theirs_rss, count, _ = run_measured(
-        [py, str(HERE / "onnxscript_four.py"), str(path)], folder
-    )
+    path, nodes = write_model(layers, "initializers", folder)
+    ours = [py, "-m", "ruleengine", "match", str(path), "--rules", str(rules), "-f", "json"]
+    return ours, [py, str(HERE / "onnxscript_four.py"), str(path)], nodes
+
+
+def compare_onnxscript(folder: Path, compare_at: int, py: str) -> tuple[float, str] | None:
+    """``autofusion match`` vs onnxscript's rewriter, four patterns, whole process each."""
+    pair = onnxscript_pair(folder, compare_at, py)
+    if pair is None:
+        return None
+    ours_cmd, theirs_cmd, nodes = pair
+    ours, ours_rss, _, _ = run_measured(ours_cmd, folder)
+    theirs, theirs_rss, count, _ = run_measured(theirs_cmd, folder)
     print(
         f"\nmatch vs onnxscript's rewriter, four patterns, {compare_at} layers ({nodes} "
         f"nodes), whole process each: {ours:.2f} s vs {theirs:.2f} s = {ours / theirs:.2f}x "

@@ -90,6 +90,7 @@ from scale import (  # noqa: E402
     GOAL_RSS,
     STAGES,
     exponent,
+    onnxscript_pair,
     run_measured,
     write_model,
 )
@@ -363,25 +364,12 @@ def whole_process(cmd: list[str], folder: Path, tag: str) -> dict:
 def compare_onnxscript(folder: Path, layers: int) -> dict | None:
     """``autofusion match`` and onnxscript's rewriter, four patterns, on the same
     ``layers``-layer stack (initializers), each under callgrind, whole process."""
-    try:
-        import onnxscript  # noqa: F401
-    except ImportError:
-        print("\nonnxscript not installed (pip install -e .[bench]): comparison skipped")
+    pair = onnxscript_pair(folder, layers, sys.executable)
+    if pair is None:
         return None
-    from synthetic import ONNXSCRIPT_RULES
-
-    rules = folder / "four.yaml"
-    rules.write_text(ONNXSCRIPT_RULES)
-    path, nodes = write_model(layers, "initializers", folder)
-    py = sys.executable
-    ours = whole_process(
-        [py, "-m", "ruleengine", "match", str(path), "--rules", str(rules), "-f", "json"],
-        folder,
-        f"match-{layers}",
-    )
-    theirs = whole_process(
-        [py, str(HERE / "onnxscript_four.py"), str(path)], folder, f"onnxscript-{layers}"
-    )
+    ours_cmd, theirs_cmd, nodes = pair
+    ours = whole_process(ours_cmd, folder, f"match-{layers}")
+    theirs = whole_process(theirs_cmd, folder, f"onnxscript-{layers}")
     return {"nodes": nodes, "ours": ours, "theirs": theirs}
 
 
