@@ -42,8 +42,10 @@ runs under callgrind too, whole process.
 Printed per form: instructions per stage at each size (millions), the ratio between
 consecutive sizes (2.0 per doubling is linear) and the exponent
 log(I_large / I_small) / log(n_large / n_small) between the smallest and largest size,
-then the done-when line of issue 13 by instructions (exponent <= 1.05 every stage but
-"other"): measured, never asserted. Callgrind runs 30-100x slower than the process
+then the done-when table of issue 13: fuse/floor at the largest size and the exponent
+(<= 1.05 every stage but "other") in instructions, plan.json bytes per node, and peak
+RSS of fuse (default jobs) and floor run once more natively (under valgrind its own
+memory would count), and the onnxscript ratio below: measured, never asserted. Callgrind runs 30-100x slower than the process
 alone; each case's wall and CPU time under it is printed. Counts do not depend on the
 load: run it at the lowest share (``setsid bash -c 'echo 19 > /proc/self/autogroup;
 exec nice -n 19 CMD'``). With ``--keep DIR`` the models, dumps, logs and each case's
@@ -664,7 +666,7 @@ def done_when(
     compare_at: int,
 ) -> None:
     """Issue 13's goals that instructions measure, with this run's figures."""
-    print("\ndone when (issue 13), by instructions")
+    print("\ndone when (issue 13): work in instructions, plan.json bytes, native peak RSS")
     top = layers[-1]
     for form in forms:
         r = rows[(form, top)]
