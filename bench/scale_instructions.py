@@ -45,8 +45,9 @@ log(I_large / I_small) / log(n_large / n_small) between the smallest and largest
 then the done-when table of issue 13: fuse/floor at the largest size and the exponent
 (<= 1.05 every stage but "other") in instructions, plan.json bytes per node, and peak
 RSS of fuse (default jobs) and floor run once more natively (under valgrind its own
-memory would count), and the onnxscript ratio below: measured, never asserted. Callgrind runs 30-100x slower than the process
-alone; each case's wall and CPU time under it is printed. Counts do not depend on the
+memory would count), and the onnxscript ratio below: measured, never asserted.
+Callgrind runs 30-100x slower than the process alone; each case's wall and CPU time
+under it is printed. Counts do not depend on the
 load: run it at the lowest share (``setsid bash -c 'echo 19 > /proc/self/autogroup;
 exec nice -n 19 CMD'``). With ``--keep DIR`` the models, dumps, logs and each case's
 figures (``results.jsonl``, written as measured) stay in DIR; run again with the same
