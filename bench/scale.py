@@ -165,6 +165,100 @@ def exponent(t0: float, t1: float, n0: int, n1: int) -> float:
     return math.log(t1 / t0) / math.log(n1 / n0)
 
 
+def sizes_arg(ap: argparse.ArgumentParser, text: str, flag: str = "--layers") -> list[int]:
+    """Layer counts from ``512,2048``, smallest first; a usage error otherwise."""
+    try:
+        sizes = sorted({int(x) for x in text.split(",")})
+    except ValueError:
+        ap.error(f"{flag} takes layer counts separated by commas (e.g. 512,2048), got {text!r}")
+    if sizes[0] < 1:
+        ap.error(f"{flag}: layer counts must be at least 1, got {text!r}")
+    return sizes
+
+
+def forms_arg(ap: argparse.ArgumentParser, text: str, allow_none: bool = False) -> list[str]:
+    """Weight forms from ``initializers,inputs``; a usage error for any other name."""
+    from synthetic import WEIGHT_FORMS
+
+    if allow_none and text == "none":
+        return []
+    forms = text.split(",")
+    bad = [f for f in forms if f not in WEIGHT_FORMS]
+    if bad:
+        choices = ", ".join(WEIGHT_FORMS) + (", or none alone" if allow_none else "")
+        ap.error(f"--forms: unknown weight form {', '.join(map(repr, bad))}; choose from {choices}")
+    return forms
+
+
+def shared_models(paths: list[str]) -> list[Path]:
+    """The .onnx files under ``paths`` (files or folders, searched recursively); with no
+    path, every model of ``../shared/models`` beside the checkout, families included."""
+    roots = [Path(p) for p in paths] or [HERE.parent.parent / "shared" / "models"]
+    found: list[Path] = []
+    for root in roots:
+        if not root.exists():
+            raise SystemExit(f"{root}: no such file or folder")
+        found += [root] if root.is_file() else sorted(root.rglob("*.onnx"))
+    if not found:
+        raise SystemExit(f"no .onnx file under {', '.join(map(str, roots))}")
+    return found
+
+
+def measure_models(models: list[Path], repeat: int, py: str) -> None:
+    """fuse vs floor, whole process each, on real exports (not the synthetic stacks): the
+    least of ``repeat`` runs per figure (peak RSS: the most), then the spread over all."""
+    import statistics
+
+    import onnx
+
+    print(
+        f"{'model':44s} {'nodes':>6s} {'floor s':>8s} {'fuse s':>8s} {'ratio':>6s} "
+        f"{'cpu x':>6s} {'floorMiB':>8s} {'fuseMiB':>8s} {'rss x':>6s} {'plan B/node':>11s}"
+    )
+    rows, failed = [], []
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        for path in models:
+            name = f"families/{path.name}" if path.parent.name == "families" else path.name
+            nodes = len(onnx.load(str(path), load_external_data=False).graph.node)
+            try:
+                runs = [measure_case(py, path, folder / "out", folder) for _ in range(repeat)]
+            except SystemExit as exc:  # one model's failure is a row, not the end of the run
+                failed.append(name)
+                print(f"{name:44s} {nodes:6d}  failed: {exc}", flush=True)
+                continue
+            fl_s, fu_s = min(r["floor"] for r in runs), min(r["fuse"] for r in runs)
+            fl_cpu, fu_cpu = min(r["floor_cpu"] for r in runs), min(r["fuse_cpu"] for r in runs)
+            fl_rss, fu_rss = max(r["floor_rss"] for r in runs), max(r["fuse_rss"] for r in runs)
+            row = {
+                "ratio": fu_s / fl_s,
+                "cpu": fu_cpu / fl_cpu,
+                "rss": fu_rss / fl_rss,
+                "plan": max(r["plan_bytes"] for r in runs) / max(nodes, 1),
+            }
+            rows.append(row)
+            print(
+                f"{name:44s} {nodes:6d} {fl_s:8.2f} {fu_s:8.2f} {row['ratio']:6.1f} "
+                f"{row['cpu']:6.1f} {fl_rss:8.0f} {fu_rss:8.0f} {row['rss']:6.2f} "
+                f"{row['plan']:11.0f}",
+                flush=True,
+            )
+    print(
+        f"\n{len(rows)} models measured, {len(failed)} failed{': ' if failed else ''}"
+        + ", ".join(failed)
+    )
+    if rows:
+        print(f"{'':22s} {'least':>8s} {'median':>8s} {'most':>8s}")
+        for key, what in (
+            ("ratio", "fuse/floor, wall"),
+            ("cpu", "fuse/floor, CPU"),
+            ("rss", "peak RSS x floor"),
+            ("plan", "plan.json B/node"),
+        ):
+            vals = [r[key] for r in rows]
+            print(f"{what:22s} {min(vals):8.2f} {statistics.median(vals):8.2f} {max(vals):8.2f}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--floor", help=argparse.SUPPRESS)
@@ -172,6 +266,13 @@ def main() -> None:
     ap.add_argument("--forms", default="initializers,inputs,external")
     ap.add_argument("--compare-at", type=int, default=1024)
     ap.add_argument("--quick", action="store_true", help="64,128,256 layers, compare at 128")
+    ap.add_argument(
+        "--models",
+        nargs="*",
+        metavar="PATH",
+        help="instead of the stacks: fuse vs floor on these .onnx files or folders (none "
+        "given: every model of ../shared/models, families included)",
+    )
     ap.add_argument(
         "--repeat",
         type=int,
@@ -185,11 +286,14 @@ def main() -> None:
         return
     if args.repeat < 1:
         ap.error(f"--repeat must be at least 1, got {args.repeat}")
-    layers = [int(x) for x in args.layers.split(",")]
+    if args.models is not None:
+        measure_models(shared_models(args.models), args.repeat, sys.executable)
+        return
+    layers = sizes_arg(ap, args.layers)
     compare_at = args.compare_at
     if args.quick:
         layers, compare_at = [64, 128, 256], 128
-    forms = args.forms.split(",")
+    forms = forms_arg(ap, args.forms)
     py = sys.executable
     print(
         f"{'form':12s} {'layers':>6s} {'nodes':>6s} {'floor s':>8s} {'fuse s':>8s} "

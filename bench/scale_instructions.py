@@ -93,8 +93,10 @@ from scale import (  # noqa: E402
     GOAL_RSS,
     STAGES,
     exponent,
+    forms_arg,
     onnxscript_pair,
     run_measured,
+    sizes_arg,
     write_model,
 )
 
@@ -580,13 +582,13 @@ def main() -> None:
     if args.compare:
         if not args.keep:
             ap.error("--compare reads a kept run: give its --keep folder")
-        layers = [int(x) for x in args.layers.split(",")]
-        compare(Path(args.keep), args.forms, args.compare, layers, args.top)
+        layers = sizes_arg(ap, args.layers)
+        compare(Path(args.keep), forms_arg(ap, args.forms)[0], args.compare, layers, args.top)
         return
     if shutil.which("valgrind") is None:
         raise SystemExit("valgrind is not installed (apt-get install valgrind)")
-    layers = [int(x) for x in args.layers.split(",")]
-    forms = [] if args.forms == "none" else args.forms.split(",")
+    layers = sizes_arg(ap, args.layers)
+    forms = forms_arg(ap, args.forms, allow_none=True)
     tmp = None
     if args.keep:
         folder = Path(args.keep)
