@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/scale.py [--layers 512,1024,2048] [--forms initializers,inputs,external]
                                     [--compare-at 1024] [--quick] [--repeat 3]
+    .venv/bin/python bench/scale.py --models [PATH ...] [--repeat 3]
 
 For each size and weight form (``synthetic.decoder_stack_weights``: own weights per
 layer as initializers, as graph inputs, or as initializers in an external data file) the
@@ -34,6 +35,11 @@ shows in the first only). Then, at
 against onnxscript's rewriter with the same four patterns (``bench/onnxscript_four.py``),
 whole process each. Last, the done-when table of issue 13: each goal, the measured figure
 and whether it is met (measured, never asserted).
+
+``--models``: instead of the stacks, the same floor and fuse processes on real exports
+(the .onnx files under the given paths; none given: every model of ../shared/models,
+families included), one row each and the least / median / most of every ratio: on graphs
+of 10^2-10^3 nodes start-up (imports: ~170 MiB and ~1 s for fuse) is most of both.
 """
 
 from __future__ import annotations
