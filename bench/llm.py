@@ -62,7 +62,7 @@ class Weights:
         return name
 
 
-def build(layers: int, seq: int, location: str) -> tuple[onnx.ModelProto, int]:
+def build(layers: int, seq: int, location: str) -> tuple[onnx.ModelProto, int]:  # noqa: PLR0915 - one layer, op by op
     """The model (graph only) and the size of its weights file."""
     w = Weights(location)
     nodes: list[onnx.NodeProto] = []

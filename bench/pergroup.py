@@ -21,8 +21,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from ruleengine.errors import AutofusionError  # noqa: E402
-from ruleengine.pipeline import fuse  # noqa: E402
+from ruleengine.errors import AutofusionError
+from ruleengine.pipeline import fuse
 
 MODE = "whole" if "--whole" in sys.argv[1:] else "per-group"
 RULES = tuple(a for a in sys.argv[1:] if a != "--whole")

@@ -30,10 +30,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import onnx  # noqa: E402
-from synthetic import decoder_stack  # noqa: E402
+import onnx
+from synthetic import decoder_stack
 
-from ruleengine import pipeline  # noqa: E402
+from ruleengine import pipeline
 
 STAGES = ("rules", "graph", "match", "cost", "resolve")
 DEFAULT_LAYERS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)

@@ -18,11 +18,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from synthetic import ONNXSCRIPT_RULES, decoder_stack  # noqa: E402
+from synthetic import ONNXSCRIPT_RULES, decoder_stack
 
-from ruleengine.graph import graph_from_model, load_graph  # noqa: E402
-from ruleengine.match import find_candidates  # noqa: E402
-from ruleengine.rules import load_rule_set  # noqa: E402
+from ruleengine.graph import graph_from_model, load_graph
+from ruleengine.match import find_candidates
+from ruleengine.rules import load_rule_set
 
 MODELS = Path(__file__).resolve().parents[1] / ".." / "shared" / "models"
 HEADER = (

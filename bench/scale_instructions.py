@@ -13,7 +13,7 @@ and the same whatever the load (the Python hash seed is fixed: ``PYTHONHASHSEED=
 
 How the stages are cut: ``autofusion fuse FILE -o OUT --jobs 1`` runs in a wrapper
 (``--marked-fuse``, this file) that wraps the pipeline's lap recorder
-(``ruleengine.pipeline._Laps``): where analyze's laps begin (the end of start-up) and
+(``ruleengine.laps.Laps``): where analyze's laps begin (the end of start-up) and
 after each ``lap(stage)`` it calls ``os.getsid(0)``, which nothing else calls, and
 callgrind runs with ``--dump-before=getsid``: each call writes the instructions counted
 since the previous dump to a new part file (``callgrind.out.PID.N``) and zeroes the
@@ -24,7 +24,7 @@ reports and DOT and writing the files, and exit), as in ``scale.py``. The part f
 the whole process (``Collected :`` in its log).
 
 With one job nothing is forked (every fork of the pipeline needs ``jobs`` > 1:
-``graph.forked.forkable``, ``match.parallel``, ``match.memo``), and ``dot`` is run only
+``procs.forkable``, ``match.parallel``, ``match.memo``), and ``dot`` is run only
 to draw graph.svg when Graphviz is installed. Should a process be forked or run all the
 same, callgrind follows it (``--trace-children=yes``, one file per process id;
 ``--dump-before=fork`` zeroes the parent's counters before a fork, so a child's file
@@ -109,13 +109,13 @@ FOLDED = {"emit": "other"}
 def marked_fuse(labels_path: str, argv: list[str]) -> None:
     """``autofusion *argv`` with a mark (``os.getsid``) at each stage boundary; the
     stage of each mark is written to ``labels_path`` (JSON list) at the end."""
-    from ruleengine import pipeline
+    from ruleengine.laps import Laps
 
     labels: list[str] = []
-    init, lap = pipeline._Laps.__init__, pipeline._Laps.lap
+    init, lap = Laps.__init__, Laps.lap
 
-    def marked_init(self, wall=(), cpu=()) -> None:
-        init(self, wall, cpu)
+    def marked_init(self, wall=(), cpu=(), progress=None) -> None:
+        init(self, wall, cpu, progress)
         if not wall:  # analyze's laps begin: start-up ends here
             labels.append("other")
             os.getsid(0)
@@ -125,8 +125,8 @@ def marked_fuse(labels_path: str, argv: list[str]) -> None:
         labels.append(stage)
         os.getsid(0)
 
-    pipeline._Laps.__init__ = marked_init
-    pipeline._Laps.lap = marked_lap
+    Laps.__init__ = marked_init
+    Laps.lap = marked_lap
     from ruleengine.cli import main
 
     sys.argv = ["autofusion", *argv]
@@ -544,7 +544,7 @@ def progress(folders: list[Path]) -> None:
         print(f"{form:12s} {f'{lo}->{hi}':>6s} " + " ".join(ex) + "  (exponent, by layers)")
 
 
-def main() -> None:
+def main() -> None:  # noqa: C901, PLR0915 - a bench script, read top to bottom
     if "--marked-fuse" in sys.argv:
         i = sys.argv.index("--marked-fuse")
         rest = sys.argv[i + 2 :]

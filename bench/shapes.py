@@ -33,11 +33,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import onnx  # noqa: E402
-from onnx.external_data_helper import convert_model_to_external_data  # noqa: E402
+import onnx
+from onnx.external_data_helper import convert_model_to_external_data
 
-from ruleengine import pipeline  # noqa: E402
-from ruleengine.graph import load_graph  # noqa: E402
+from ruleengine import pipeline
+from ruleengine.graph import load_graph
 
 SHARED = Path(__file__).resolve().parents[1] / ".." / "shared" / "models"
 
@@ -65,7 +65,7 @@ def _ort(model_path: Path, cwd: Path) -> tuple[int, float]:
     try:
         with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
             out = SymbolicShapeInference.infer_shapes(m, auto_merge=True)
-    except Exception:  # noqa: BLE001 - what the old loader did: give up quietly
+    except Exception:  # what the old loader did: give up quietly
         out = None
     finally:
         os.chdir(old)

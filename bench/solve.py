@@ -20,14 +20,14 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from coverage import family, shared_models  # noqa: E402
-from synthetic import decoder_stack  # noqa: E402
+from coverage import family, shared_models
+from synthetic import decoder_stack
 
-from ruleengine.cost import load_target, score_candidates  # noqa: E402
-from ruleengine.graph import graph_from_model, load_graph  # noqa: E402
-from ruleengine.match import find_candidates  # noqa: E402
-from ruleengine.resolve import resolve  # noqa: E402
-from ruleengine.rules import load_rule_set  # noqa: E402
+from ruleengine.cost import load_target, score_candidates
+from ruleengine.graph import graph_from_model, load_graph
+from ruleengine.match import find_candidates
+from ruleengine.resolve import resolve
+from ruleengine.rules import load_rule_set
 
 HEADER = (
     f"{'case':32s} {'nodes':>6s} {'cands':>6s} {'viable':>6s} {'comps':>5s} {'cost ms':>8s} "

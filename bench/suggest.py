@@ -39,7 +39,7 @@ def family_of(path: Path) -> str:
     return path.name.split(".")[0]
 
 
-def analysed(path: Path, rule_dirs: list[str]):  # noqa: ANN201
+def analysed(path: Path, rule_dirs: list[str]):
     """(coverage, analysis) of ``path`` with the bundled preset and ``rule_dirs``; its
     solves bounded by deterministic time as suggest's are (the same figure whatever the
     load)."""
@@ -54,7 +54,7 @@ def analysed(path: Path, rule_dirs: list[str]):  # noqa: ANN201
     return coverage.measure(analysis.graph, groups).coverage, analysis
 
 
-def carry(drafts, other, analysis, own_regions: bool = True) -> dict:  # noqa: ANN001
+def carry(drafts, other, analysis, own_regions: bool = True) -> dict:
     """How the drafts of one export fare on another (``analysis``: bundled + drafts):
     their matches there, viable, chosen; the other export's own regions (what its own
     suggest drafts) matched exactly or overlapped by a match; and, per viable match not
@@ -218,7 +218,7 @@ def what_is_left(r: dict) -> str:
     return head + ": that structure is shared and chosen in the source"
 
 
-def checked(s) -> tuple[int, int, int]:  # noqa: ANN001
+def checked(s) -> tuple[int, int, int]:
     """(findings of `check --strict` over the drafts and the bundled library, with the
     drafts' kernel entries as --kernels; rule tests passed; rule tests run), the drafts
     written as `suggest -o DIR` writes them."""
@@ -250,7 +250,7 @@ def checked(s) -> tuple[int, int, int]:  # noqa: ANN001
 _DRAFTS: dict[Path, object] = {}  # model -> its Suggestion, shared by own and cross
 
 
-def drafted(path: Path):  # noqa: ANN201
+def drafted(path: Path):
     from ruleengine.suggest import suggest
 
     if path not in _DRAFTS:

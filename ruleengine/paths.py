@@ -15,7 +15,9 @@ from pathlib import Path
 from ruleengine.diagnostics.codes import make
 from ruleengine.diagnostics.model import Location
 from ruleengine.errors import AutofusionError, UsageError
-from ruleengine.rules.model import NAME_MAX, PATH_MAX
+
+NAME_MAX = 255  # bytes of one path component (Linux)
+PATH_MAX = 4096  # bytes of a whole path with its terminating NUL (Linux)
 
 
 def path_problem(path: str | os.PathLike[str]) -> str | None:

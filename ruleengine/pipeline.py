@@ -1,10 +1,27 @@
 """The one orchestrator: calls each stage with the previous stage's immutable output.
 
-load rules -> load graph -> match -> cost -> resolve  (``analyze``)
-           -> group -> rewrite ONNX -> verify (safe mode: bisect) -> plan -> render (``fuse``)
+Stages in order, the call of each, and the lap (report.json ``timings_s``) it counts in::
 
-``fuse`` computes every output file in memory; ``write_outputs`` then writes them all
-atomically. Nothing here prints: progress goes to an optional callback.
+    load rules    rules.pending.PendingRules, select_rules         rules
+    load graph    graph.load_graph                                 graph
+    match         match.parallel.find_candidates_parallel          match
+    cost          cost.score_candidates                            cost
+    resolve       resolve.resolve                                  resolve
+    (analyze ends here; fuse goes on)
+    rejections    rewrite.rejections.list_rejections (compact plan)  plan
+    weights       rewrite.weight_checks                            rewrite
+    group, bind   rewrite.plan.build_groups, kernels.bind          rewrite
+    rewrite       rewrite.onnx_rewrite.rewrite_model               rewrite
+    verify        verification.on_fuse.verify_rewrite              verify
+    check         rewrite.model_check, rewrite.checking            check
+    plan, emit    rewrite.plan.build_plan, emit_files              emit
+
+``analyze_model`` and ``fuse_model`` take one options record (``AnalyzeOptions``,
+``FuseOptions``); ``analyze`` and ``fuse`` are their keyword forms. Timing and progress
+wrap the stages from outside (``laps.Laps.stage``); a stage that runs in a forked child
+beside another is begun before it and finished after it (``Pending*`` objects). ``fuse``
+computes every output file in memory; ``write_outputs`` then writes them all atomically.
+Nothing here prints: progress goes to an optional callback.
 """
 
 from __future__ import annotations
@@ -12,20 +29,19 @@ from __future__ import annotations
 import functools
 import hashlib
 import math
-import os
-import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ruleengine.cost.model import ScoredCandidate, Target
 from ruleengine.diagnostics import codes
-from ruleengine.diagnostics.model import Diagnostic, Location, Severity
-from ruleengine.errors import GraphLoadError, UsageError
-from ruleengine.graph.forked import FORK_FROM_NODES, cores, cpu_seconds, tally
+from ruleengine.diagnostics.model import Diagnostic
+from ruleengine.errors import UsageError
 from ruleengine.graph.model import Graph, replaced
+from ruleengine.laps import Laps, Progress
 from ruleengine.match.model import Candidate, MatchResult
+from ruleengine.procs import FORK_FROM_NODES, cores
 from ruleengine.resolve.model import Resolution
 from ruleengine.rules.model import RuleSet
 from ruleengine.runtime import release_memory
@@ -33,15 +49,119 @@ from ruleengine.runtime import release_memory
 if TYPE_CHECKING:
     import onnx
 
-    from ruleengine.kernels.model import Catalog
-    from ruleengine.rewrite.model import FusedGroup, Plan
+    from ruleengine.kernels.bind import Call
+    from ruleengine.kernels.catalog import PendingCatalog
+    from ruleengine.rewrite.checking import PendingCheck
+    from ruleengine.rewrite.dot import PendingDot
+    from ruleengine.rewrite.model import FusedGroup, Plan, Verification
     from ruleengine.rewrite.weights import Placement, WeightSurvey
+    from ruleengine.verification import ModeChoice, VerifyOutcome
 
 DEFAULT_TARGET = "ascend910b"
 DEFAULT_PRESET = "all"
 SOLVERS = ("exact", "greedy")
+PLAN_DETAILS = ("compact", "full")
 
-Progress = Callable[[str], None]
+
+@dataclass(frozen=True)
+class AnalyzeOptions:
+    """What ``analyze`` decides with: the rules, the target and the solver's limits.
+
+    ``rules`` are rule files or folders (the ``preset`` "all" when neither is given);
+    ``enable`` names the rules to keep (all when empty), ``disable`` rules to drop;
+    ``benefit_threshold`` raises every rule's threshold to at least this value; ``dims``
+    bind symbolic dimensions and ``input_shapes`` set graph inputs' shapes; ``jobs`` is
+    the number of processes (default: the cores); ``progress`` receives one line per stage.
+    """
+
+    rules: Sequence[str | Path] = ()
+    preset: str | None = None
+    target: str | Target = DEFAULT_TARGET
+    solver: str = "exact"
+    dims: Mapping[str, int] | None = None
+    input_shapes: Mapping[str, Sequence[int]] | None = None
+    enable: Sequence[str] = ()
+    disable: Sequence[str] = ()
+    benefit_threshold: float | None = None
+    time_limit_s: float = 30.0
+    jobs: int | None = None
+    progress: Progress | None = field(default=None, compare=False)
+
+    @property
+    def processes(self) -> int:
+        """The processes a stage may use: ``jobs``, else the cores."""
+        return cores() if self.jobs is None else self.jobs
+
+    def check(self) -> None:
+        """Refuse values out of range (the CLI checks its flags; the API too)."""
+        if self.solver not in SOLVERS:
+            raise UsageError(f"unknown solver {self.solver!r}; choose one of {', '.join(SOLVERS)}")
+        threshold = self.benefit_threshold
+        if threshold is not None and not 0.0 <= threshold <= 1.0:  # NaN too
+            raise _out_of_range(
+                f"benefit threshold {threshold} is not a fraction between 0 and 1 "
+                "(net saved bytes / unfused bytes, e.g. 0.2)"
+            )
+        jobs = self.jobs
+        if jobs is not None and (isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1):
+            raise UsageError(f"jobs {jobs!r}: the number of processes is a positive integer")
+        if not 0.0 < self.time_limit_s < math.inf:  # NaN too
+            raise _out_of_range(
+                f"time limit {self.time_limit_s} s must be a positive number of seconds"
+            )
+        for name, size in (self.dims or {}).items():  # the CLI's parse_dims checks --dim
+            if isinstance(size, bool) or not isinstance(size, int) or not 1 <= size < 1 << 63:
+                raise _out_of_range(f"dims[{name!r}] = {size!r}: a dim size is a positive integer")
+
+
+@dataclass(frozen=True)
+class FuseOptions(AnalyzeOptions):
+    """``AnalyzeOptions`` and what ``fuse`` does with the decisions.
+
+    ``verify`` defaults to on in ``safe`` mode (which drops failing groups) and off
+    otherwise; ``verify_mode`` is auto, whole or per-group; ``inputs`` (.npz) or random
+    inputs from ``seed`` feed it. ``outdir`` is where the files will be written (the
+    fused model's weight references resolve from there; ``write_outputs`` to another
+    directory re-points them); ``copy_weights`` copies rather than hard-links them.
+    ``kernels`` are catalog folders added to the bundled kernels/. ``plan_detail``
+    "compact" lists a few rejected candidates per (rule, verdict) in plan.json and
+    report.txt (sizes bounded by the rule set); "full" lists every one. ``html`` off
+    leaves report.html out (model_explorer.json is always written).
+    ``corrupt_rules`` is a test-only hook (docs/fuse.md): those rules' function bodies
+    are deliberately wrong.
+    """
+
+    verify: bool | None = None
+    safe: bool = False
+    inputs: str | Path | None = None
+    seed: int = 0
+    verify_mode: str = "auto"
+    outdir: str | Path | None = None
+    copy_weights: bool = False
+    kernels: Sequence[str | Path] = ()
+    corrupt_rules: Sequence[str] = ()
+    plan_detail: str = "compact"
+    html: bool = True  # report.html beside report.txt (--no-html: off)
+
+    @property
+    def verifying(self) -> bool:
+        return self.safe if self.verify is None else self.verify
+
+    @property
+    def analyze_options(self) -> AnalyzeOptions:
+        """The options ``analyze`` reads."""
+        return AnalyzeOptions(**{f.name: getattr(self, f.name) for f in fields(AnalyzeOptions)})
+
+    def check(self) -> None:
+        """fuse's own options (``analyze_model`` checks the rest, after the catalog
+        began: a bad --kernels folder is reported first)."""
+        if self.plan_detail not in PLAN_DETAILS:
+            raise UsageError(f"unknown plan detail {self.plan_detail!r}; choose compact or full")
+        seed = self.seed
+        if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 1 << 63:
+            raise _out_of_range(f"seed {seed!r} must be an integer from 0 to 2^63-1")
+        if self.safe and self.verify is False:
+            raise UsageError("--safe needs verification; drop --no-verify")
 
 
 @dataclass(frozen=True)
@@ -126,6 +246,7 @@ def select_rules(
 
 
 _F = TypeVar("_F", bound=Callable[..., object])
+_T = TypeVar("_T")
 
 
 def _gc_paused(fn: _F) -> _F:
@@ -151,329 +272,398 @@ def _out_of_range(message: str) -> UsageError:
     )
 
 
-def _note(progress: Progress | None, message: str) -> None:
-    if progress is not None:
-        progress(message)
+# ----------------------------------------------------------------------------- analyze
+
+
+def analyze(model: str | Path, rules: Sequence[str | Path] = (), **options: Any) -> Analysis:
+    """``analyze_model`` with the fields of ``AnalyzeOptions`` as keywords."""
+    return analyze_model(model, AnalyzeOptions(rules=rules, **options))
 
 
 @_gc_paused
-def analyze(
+def analyze_model(
     model: str | Path,
-    rules: Sequence[str | Path] = (),
+    options: AnalyzeOptions,
     *,
-    preset: str | None = None,
-    target: str | Target = DEFAULT_TARGET,
-    solver: str = "exact",
-    dims: Mapping[str, int] | None = None,
-    input_shapes: Mapping[str, Sequence[int]] | None = None,
-    enable: Sequence[str] = (),
-    disable: Sequence[str] = (),
-    benefit_threshold: float | None = None,
-    time_limit_s: float = 30.0,
-    jobs: int | None = None,
-    progress: Progress | None = None,
-    _check_rules: Callable[[RuleSet], None] | None = None,
+    check_rules: Callable[[RuleSet], None] | None = None,
 ) -> Analysis:
     """Load, match, cost and resolve: every decision, nothing rewritten.
 
-    ``benefit_threshold`` raises every rule's threshold to at least this value.
+    ``check_rules`` (``fuse``'s checks against the kernel catalog) runs on the selected
+    rules before anything is matched.
     """
-    from ruleengine.cost import load_target, score_candidates
+    from ruleengine.cost import score_candidates
     from ruleengine.graph import load_graph
     from ruleengine.match.parallel import find_candidates_parallel
     from ruleengine.resolve import resolve
-    from ruleengine.rules.pending import PendingRules, rules_jobs
 
-    if solver not in SOLVERS:
-        raise UsageError(f"unknown solver {solver!r}; choose one of {', '.join(SOLVERS)}")
-    if benefit_threshold is not None and not 0.0 <= benefit_threshold <= 1.0:  # NaN too
-        raise _out_of_range(
-            f"benefit threshold {benefit_threshold} is not a fraction between 0 and 1 "
-            "(net saved bytes / unfused bytes, e.g. 0.2)"
+    options.check()
+    laps = Laps(progress=options.progress)
+    with laps.stage("rules", "loading rules"):
+        rules = _RulesBesideGraph(model, options, check_rules)
+        target = rules.first_on_error(_load_target, options.target)
+    with laps.stage("graph", f"loading model {Path(model).name}"):
+        graph = rules.first_on_error(
+            load_graph, model, options.dims or {}, options.input_shapes, jobs=options.jobs
         )
-    if jobs is not None and (isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1):
-        raise UsageError(f"jobs {jobs!r}: the number of processes is a positive integer")
-    if not 0.0 < time_limit_s < math.inf:  # NaN too
-        raise _out_of_range(f"time limit {time_limit_s} s must be a positive number of seconds")
-    for name, size in (dims or {}).items():  # the CLI's parse_dims checks --dim; the API too
-        if isinstance(size, bool) or not isinstance(size, int) or not 1 <= size < 1 << 63:
-            raise _out_of_range(f"dims[{name!r}] = {size!r}: a dim size is a positive integer")
-    if not rules and preset is None:
-        preset = DEFAULT_PRESET
-    laps = _Laps()
-    lap = laps.lap
+        rule_set = rules.result(laps)
+    rule_names, nodes = len(rule_set.rules), len(graph.nodes)
+    with laps.stage("match", f"matching {rule_names} rules on {nodes} nodes"):
+        match = find_candidates_parallel(graph, rule_set, options.processes)
+        release_memory()  # the matcher's working set is freed: its pages go back
+    with laps.stage("cost", f"costing {len(match.candidates)} candidates on {target.name}"):
+        scored = score_candidates(graph, match, rule_set, target)
+    with laps.stage("resolve", f"resolving conflicts ({options.solver})"):
+        resolution = resolve(
+            graph,
+            scored,
+            solver=options.solver,
+            time_limit_s=options.time_limit_s,
+            # the greedy hint in a forked child beside the components (a large graph only)
+            jobs=options.processes if nodes >= FORK_FROM_NODES else 1,
+        )
+    return Analysis(rule_set, graph, target, match, scored, resolution, *laps.timings())
 
-    _note(progress, "loading rules")
-    # with a core to spare beside the model's reading (``rules_jobs``) a forked child
-    # loads the rules while this process reads the model
-    pending = PendingRules(rules, preset, rules_jobs(model, cores() if jobs is None else jobs))
 
-    def checked_rules() -> RuleSet:
-        rule_set = select_rules(pending.result(), enable, disable)
-        if benefit_threshold is not None:
+def _load_target(target: str | Target) -> Target:
+    from ruleengine.cost import load_target
+
+    return target if isinstance(target, Target) else load_target(target)
+
+
+class _RulesBesideGraph:
+    """The rules, selected and checked. With a core to spare beside the model's reading
+    (``rules_jobs``) a forked child loads them while this process reads the model; they
+    are finished once the model is read, and their errors still come first."""
+
+    def __init__(
+        self,
+        model: str | Path,
+        options: AnalyzeOptions,
+        check: Callable[[RuleSet], None] | None,
+    ) -> None:
+        from ruleengine.rules.pending import PendingRules, rules_jobs
+
+        preset = options.preset
+        if not options.rules and preset is None:
+            preset = DEFAULT_PRESET
+        self._options, self._check = options, check
+        self._pending = PendingRules(options.rules, preset, rules_jobs(model, options.processes))
+        self._rule_set = None if self._pending.forked else self._finish()
+
+    def _finish(self) -> RuleSet:
+        options = self._options
+        rule_set = select_rules(self._pending.result(), options.enable, options.disable)
+        floor = options.benefit_threshold
+        if floor is not None:
             rule_set = replace(
                 rule_set,
                 rules=tuple(
-                    replace(r, benefit_threshold=max(r.benefit_threshold, benefit_threshold))
+                    replace(r, benefit_threshold=max(r.benefit_threshold, floor))
                     for r in rule_set.rules
                 ),
             )
-        if _check_rules is not None:
-            _check_rules(rule_set)
+        if self._check is not None:
+            self._check(rule_set)
         return rule_set
 
-    rule_set = None if pending.forked else checked_rules()
-    try:
-        tgt = target if isinstance(target, Target) else load_target(target)
-        lap("rules")
-        _note(progress, f"loading model {Path(model).name}")
-        graph = load_graph(model, dims or {}, input_shapes, jobs=jobs)
-    except Exception:
-        if rule_set is None:
-            checked_rules()  # a rule's error comes first, as when they load first
-        raise
-    if rule_set is None:
-        # the rules' and the catalog's children are reaped here, in the graph's lap: the
-        # whole CPU of each (fork, pickling and exit included) goes back to the rules
-        # as does this process's own finishing of them (unpickling, selection, the
-        # kernel contracts' lint), which runs in the rules' lap when nothing is forked
-        wall, cpu = time.perf_counter(), time.process_time()
-        with tally() as reaped:
-            rule_set = checked_rules()
-        laps.moved("rules", time.perf_counter() - wall, time.process_time() - cpu)
-        # (the child's wall less the time waited for it: that wait is in the move above)
-        laps.beside("rules", max(0.0, pending.seconds[0] - reaped.wait), reaped.cpu)
-    lap("graph")
-    _note(progress, f"matching {len(rule_set.rules)} rules on {len(graph.nodes)} nodes")
-    match = find_candidates_parallel(graph, rule_set, cores() if jobs is None else jobs)
-    release_memory()  # the matcher's working set is freed: its pages go back
-    lap("match")
-    _note(progress, f"costing {len(match.candidates)} candidates on {tgt.name}")
-    scored = score_candidates(graph, match, rule_set, tgt)
-    lap("cost")
-    _note(progress, f"resolving conflicts ({solver})")
-    resolution = resolve(
-        graph,
-        scored,
-        solver=solver,
-        time_limit_s=time_limit_s,
-        # the greedy hint in a forked child beside the components (a large graph only)
-        jobs=(cores() if jobs is None else jobs) if len(graph.nodes) >= FORK_FROM_NODES else 1,
-    )
-    lap("resolve")
-    return Analysis(
-        rule_set,
-        graph,
-        tgt,
-        match,
-        scored,
-        resolution,
-        tuple(laps.wall),
-        tuple(laps.cpu),
-    )
+    def first_on_error(self, fn: Callable[..., _T], *args: Any, **kwargs: Any) -> _T:
+        """``fn(*args, **kwargs)``; should it fail while the rules load in a child, a
+        rule's error comes first, as when they load first."""
+        try:
+            return fn(*args, **kwargs)
+        except Exception:
+            if self._rule_set is None:
+                self._finish()
+            raise
+
+    def result(self, laps: Laps) -> RuleSet:
+        """The rule set; a child's work (and this process's finishing of it, which runs
+        in the rules' lap when nothing is forked) is counted in the rules' lap."""
+        if self._rule_set is None:
+            self._rule_set = laps.reaped("rules", self._finish, lambda: self._pending.seconds)
+        return self._rule_set
+
+
+# -------------------------------------------------------------------------------- fuse
+
+
+def fuse(model: str | Path, rules: Sequence[str | Path] = (), **options: Any) -> FuseResult:
+    """``fuse_model`` with the fields of ``FuseOptions`` as keywords."""
+    return fuse_model(model, FuseOptions(rules=rules, **options))
+
+
+@dataclass(frozen=True)
+class _Bound:
+    """The chosen candidates as numbered groups, bound to their kernels."""
+
+    groups: tuple[FusedGroup, ...]
+    calls: Mapping[int, Call]
+    unbound: frozenset[int]  # groups that do not fit their kernel's contract
+    dot: PendingDot | None  # the DOT graph begun in a forked child (no verification)
+    warnings: tuple[Diagnostic, ...]  # the unbound groups, when nothing verifies
 
 
 @_gc_paused
-def fuse(
-    model: str | Path,
-    rules: Sequence[str | Path] = (),
-    *,
-    preset: str | None = None,
-    target: str | Target = DEFAULT_TARGET,
-    solver: str = "exact",
-    dims: Mapping[str, int] | None = None,
-    input_shapes: Mapping[str, Sequence[int]] | None = None,
-    enable: Sequence[str] = (),
-    disable: Sequence[str] = (),
-    benefit_threshold: float | None = None,
-    verify: bool | None = None,
-    safe: bool = False,
-    inputs: str | Path | None = None,
-    seed: int = 0,
-    time_limit_s: float = 30.0,
-    jobs: int | None = None,
-    progress: Progress | None = None,
-    verify_mode: str = "auto",
-    outdir: str | Path | None = None,
-    copy_weights: bool = False,
-    kernels: Sequence[str | Path] = (),
-    corrupt_rules: Sequence[str] = (),
-    plan_detail: str = "compact",
-) -> FuseResult:
+def fuse_model(model: str | Path, options: FuseOptions) -> FuseResult:
     """Decide, rewrite, verify and render a fused model; returns every output in memory.
 
-    No weight byte is read unless verification runs. ``verify`` defaults to on in safe
-    mode and off otherwise; ``verify_mode`` is auto, whole or per-group. ``outdir`` is
-    where the files will be written (the fused model's weight references resolve from
-    there; ``write_outputs`` to another directory re-points them). ``corrupt_rules`` is a
-    test-only hook of this function (docs/fuse.md): those rules' function bodies are
-    deliberately wrong. ``kernels`` are catalog folders added to the bundled kernels/.
-    ``plan_detail`` "compact" lists a few rejected candidates per (rule, verdict) in
-    plan.json and report.txt (sizes bounded by the rule set); "full" lists every one.
+    No weight byte is read unless verification runs.
     """
-    if plan_detail not in ("compact", "full"):
-        raise UsageError(f"unknown plan detail {plan_detail!r}; choose compact or full")
-
-    from ruleengine.kernels.bind import bind_groups
     from ruleengine.kernels.catalog import PendingCatalog
-    from ruleengine.rewrite import weights
-    from ruleengine.rewrite.checking import start_check
-    from ruleengine.rewrite.dot import PendingDot
-    from ruleengine.rewrite.emit import render_files, serialize_model
-    from ruleengine.rewrite.onnx_rewrite import RewriteError, fused_nodes, rewrite_model
-    from ruleengine.rewrite.plan import (
-        build_groups,
-        build_plan,
-        check_output_paths,
-        list_rejections,
-    )
+    from ruleengine.verification import mark_verified
 
+    options.check()
     path = Path(model)
-    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 1 << 63:
-        raise _out_of_range(f"seed {seed!r} must be an integer from 0 to 2^63-1")
-    do_verify = safe if verify is None else verify
-    if safe and verify is False:
-        raise UsageError("--safe needs verification; drop --no-verify")
     # the bundled catalog loads in a forked child beside the rules (``PendingCatalog``)
-    catalog = PendingCatalog(kernels, cores() if jobs is None else jobs)
-    analysis = analyze(
-        path,
-        rules,
-        preset=preset,
-        target=target,
-        solver=solver,
-        dims=dims,
-        input_shapes=input_shapes,
-        enable=enable,
-        disable=disable,
-        benefit_threshold=benefit_threshold,
-        time_limit_s=time_limit_s,
-        jobs=jobs,
-        progress=progress,
-        _check_rules=lambda rs: _check_contracts(rs, catalog.result(), check_output_paths),
-    )
-    laps = _Laps(analysis.timings, analysis.cpu_timings)
-    graph = analysis.graph
+    catalog = PendingCatalog(options.kernels, options.processes)
+    checks = functools.partial(_fuse_checks, catalog=catalog)
+    analysis = analyze_model(path, options.analyze_options, check_rules=checks)
+    laps = Laps(analysis.timings, analysis.cpu_timings, options.progress)
     listed = None
-    if plan_detail == "compact":
-        # What the compact plan lists and counts is read now; then the per-candidate
-        # records (10^6 at 2048 layers) are let go before the model is read and
-        # rewritten, so the peak of memory is not their sum.
-        listed = list_rejections(
-            analysis.scored, analysis.resolution.lost, analysis.match, from_cost=True
+    if options.plan_detail == "compact":
+        with laps.stage("plan"):
+            listed, analysis = _listed_then_released(analysis)
+            release_memory()
+    graph = analysis.graph
+    # reading the model and binding the groups count in the rewrite's lap
+    original, found, warnings, choice = _read_input(path, graph, options)
+    bound = _bind(analysis, catalog, path, options)
+    with laps.stage("rewrite", f"rewriting {len(bound.groups)} groups"):
+        fused = _rewrite(original, graph, bound, options, in_place=choice is None)
+        if choice is None:  # nothing reads the input model again: rewritten in place
+            original = None
+    groups, dropped, verification = bound.groups, (), None
+    if choice is not None:
+        with laps.stage("verify", "verifying in onnxruntime"):
+            outcome = _verify(path, original, fused, graph, bound, found, choice, options)
+        groups, dropped, fused = outcome.groups, outcome.dropped, outcome.fused
+        verification = outcome.verification
+    with laps.stage("check", "checking the fused model"):
+        checking, verification = _check(fused, original, path, verification, options, graph)
+    # The input model is read no more (it only served verification): its memory goes
+    # back before the plan and the output files are rendered.
+    original = None
+    release_memory()
+    groups = _named(mark_verified(groups, verification), fused)
+    plan = _build_plan(path, analysis, groups, dropped, verification, listed, laps)
+    with laps.stage("emit"):
+        files, placements, outside = emit_files(
+            plan,
+            fused,
+            graph,
+            found,
+            path=path,
+            options=options,
+            before_reports=_awaiting(checking, fused, path, laps),
+            dot=bound.dot,
         )
-        analysis = analysis.released()
-        release_memory()
-        laps.lap("plan")
-    from ruleengine.graph.loader import read_model
+    return FuseResult(
+        analysis,
+        replace(plan, timings=tuple(laps.wall), cpu_timings=tuple(laps.cpu)),
+        groups,
+        fused,
+        files,
+        path,
+        weights=found,
+        placements=placements,
+        warnings=(*warnings, *bound.warnings, *outside),
+        outdir=_outdir(path, options),
+        copy_weights=options.copy_weights,
+    )
 
-    proto = read_model(path)  # the graph only: fusion changes no weight, none is read
+
+def _fuse_checks(rule_set: RuleSet, *, catalog: PendingCatalog) -> None:
+    """A rule whose rewrite contradicts its kernel's contract cannot be fused (check
+    reports the same errors), nor one whose output path leaves OUTDIR."""
+    from ruleengine.kernels.contracts import check_rule_contracts
+    from ruleengine.rewrite.plan import check_output_paths
+
+    check_rule_contracts(rule_set, catalog.result())
+    check_output_paths(rule_set)
+
+
+def _listed_then_released(analysis: Analysis) -> tuple[Any, Analysis]:
+    """What the compact plan lists and counts, read now; then the analysis without the
+    per-candidate records (10^6 at 2048 layers), let go before the model is read and
+    rewritten, so the peak of memory is not their sum."""
+    from ruleengine.rewrite.rejections import list_rejections
+
+    listed = list_rejections(
+        analysis.scored, analysis.resolution.lost, analysis.match, from_cost=True
+    )
+    return listed, analysis.released()
+
+
+def _read_input(
+    path: Path, graph: Graph, options: FuseOptions
+) -> tuple[onnx.ModelProto, WeightSurvey, tuple[Diagnostic, ...], ModeChoice | None]:
+    """The input model's graph (fusion changes no weight: none is read), the survey of
+    its weight files with their warnings, and the verification mode (None: no
+    verification), refused now when the run cannot fit, before anything else is done."""
+    from ruleengine.graph.loader import read_model
+    from ruleengine.rewrite import weights
+    from ruleengine.rewrite.weight_checks import (
+        check_weight_files,
+        missing_weights,
+        require_weights,
+    )
+
+    proto = read_model(path)
     found = weights.survey(proto, path)
-    _check_weight_files(found, path)
-    warnings = tuple(_missing_weights(found, path))
-    if do_verify and found.missing:
-        names = ", ".join(str(f.path) for f in found.missing)
-        raise UsageError(
-            f"--verify/--safe need the model's weights, and {names} is missing",
-            (
-                Diagnostic(
-                    "AF521",
-                    "verify-needs-weights",
-                    Severity.ERROR,
-                    f"weights file {names} not found: onnxruntime cannot run the model "
-                    "without it, so nothing can be verified",
-                    Location(str(path)),
-                    "put the weights file where the model references it, or fuse without "
-                    "--verify/--safe (the plan never needs a weight)",
-                ),
-            ),
-        )
+    check_weight_files(found, path)
+    warnings = missing_weights(found, path)
     choice = None
-    if do_verify:  # refuse a run that cannot fit before anything else is done
+    if options.verifying:
         from ruleengine.verification import choose_mode
 
-        choice = choose_mode(graph, found, verify_mode, str(path))
-    from ruleengine.verification import mark_verified, unbound_warnings
+        require_weights(found, path)
+        choice = choose_mode(graph, found, options.verify_mode, str(path))
+    return proto, found, warnings, choice
 
+
+def _bind(analysis: Analysis, catalog: PendingCatalog, path: Path, options: FuseOptions) -> _Bound:
+    """Number the chosen candidates and bind each group to its kernel."""
+    from ruleengine.kernels.bind import bind_groups
+    from ruleengine.rewrite.dot import PendingDot
+    from ruleengine.rewrite.plan import build_groups
+    from ruleengine.verification import unbound_warnings
+
+    graph = analysis.graph
     groups = build_groups(graph, analysis.resolution.chosen, analysis.rule_set)
     # without verification no group is dropped: the DOT graph of these groups (what it
     # shows is final here) renders in a forked child beside binding and the rewrite
-    dot = None if do_verify else PendingDot(graph, groups, cores() if jobs is None else jobs)
+    dot = None if options.verifying else PendingDot(graph, groups, options.processes)
     groups, calls = bind_groups(graph, groups, analysis.rule_set, catalog.result())
-    unbound = {g.id for g in groups if g.contract is not None and g.contract.status == "unbound"}
-    if not do_verify:
-        warnings += unbound_warnings([g for g in groups if g.id in unbound], path)
-    _note(progress, f"rewriting {len(groups)} groups")
+    unbound = frozenset(
+        g.id for g in groups if g.contract is not None and g.contract.status == "unbound"
+    )
+    warnings = ()
+    if not options.verifying:
+        warnings = unbound_warnings([g for g in groups if g.id in unbound], path)
+    return _Bound(groups, calls, unbound, dot, warnings)
 
-    def build(subset: Sequence[FusedGroup]) -> onnx.ModelProto:
-        return rewrite_model(proto, graph, subset, corrupt_rules=corrupt_rules, calls=calls)
 
-    if choice is None:  # nothing reads the input model again: rewrite it in place
-        fused = rewrite_model(
-            proto, graph, groups, corrupt_rules=corrupt_rules, calls=calls, in_place=True
-        )
-        proto = None
-    else:
-        fused = build(groups)
-    laps.lap("rewrite")
+def _rewrite(
+    original: onnx.ModelProto, graph: Graph, bound: _Bound, options: FuseOptions, *, in_place: bool
+) -> onnx.ModelProto:
+    """The fused model: each group one function-call node (``in_place``: ``original``
+    itself, for a caller that reads it no more)."""
+    from ruleengine.rewrite.onnx_rewrite import rewrite_model
 
-    result_verification = None
-    dropped: tuple[FusedGroup, ...] = ()
-    if choice is not None:
-        from ruleengine.verification import verify_fused
+    return rewrite_model(
+        original,
+        graph,
+        bound.groups,
+        corrupt_rules=options.corrupt_rules,
+        calls=bound.calls,
+        in_place=in_place,
+    )
 
-        _note(progress, "verifying in onnxruntime")
-        _note(progress, f"verification mode: {choice.mode} ({choice.reason})")
-        outcome = verify_fused(
-            path=path,
-            original=proto,
-            fused=fused,
-            graph=graph,
-            groups=groups,
-            build=build,
-            weights=found,
-            choice=choice,
-            inputs=inputs,
-            seed=seed,
-            safe=safe,
-            progress=progress,
-            unbound=unbound,
-        )
-        groups, dropped, fused = outcome.groups, outcome.dropped, outcome.fused
-        result_verification = outcome.verification
-        laps.lap("verify")
 
-    _note(progress, "checking the fused model")
-    checking = None
-    if choice is None:  # no verification: the check runs in a forked child beside emit
-        checking = start_check(fused, cores() if jobs is None else jobs, len(graph.nodes))
+def _verify(
+    path: Path,
+    original: onnx.ModelProto,
+    fused: onnx.ModelProto,
+    graph: Graph,
+    bound: _Bound,
+    found: WeightSurvey,
+    choice: ModeChoice,
+    options: FuseOptions,
+) -> VerifyOutcome:
+    from ruleengine.verification.on_fuse import verify_rewrite
+
+    return verify_rewrite(
+        path=path,
+        original=original,
+        fused=fused,
+        graph=graph,
+        groups=bound.groups,
+        calls=bound.calls,
+        corrupt_rules=options.corrupt_rules,
+        weights=found,
+        choice=choice,
+        inputs=options.inputs,
+        seed=options.seed,
+        safe=options.safe,
+        unbound=bound.unbound,
+        progress=options.progress,
+    )
+
+
+def _check(
+    fused: onnx.ModelProto,
+    original: onnx.ModelProto | None,
+    path: Path,
+    verification: Verification | None,
+    options: FuseOptions,
+    graph: Graph,
+) -> tuple[PendingCheck | None, Verification | None]:
+    """onnx.checker on the fused model: without verification in a forked child beside
+    the emit (``_awaiting``) where worth it, else here; a failure after a failed
+    verification is part of it."""
+    from ruleengine.rewrite.checking import start_check
+    from ruleengine.rewrite.model_check import check_in_memory
+    from ruleengine.rewrite.onnx_rewrite import RewriteError
+    from ruleengine.verification.on_fuse import with_check_failure
+
+    if not options.verifying:
+        checking = start_check(fused, options.processes, len(graph.nodes))
+        if checking is not None:
+            return checking, verification
     try:
-        if checking is None:
-            _check_in_memory(fused, proto, path)
+        check_in_memory(fused, original, path)
     except RewriteError as exc:
-        if result_verification is None or result_verification.ok:
-            raise
-        # a kernel bound to the wrong tensors fails the checker too: part of the failed
-        # verification (exit 1, files written for study), not a bug of the rewriter
-        result_verification = replace(
-            result_verification,
-            error=f"{result_verification.error or 'verification failed'}; {exc.message[:300]}",
-        )
-    laps.lap("check")
-    # The input model is read no more (``build`` only served verification): its memory
-    # goes back before the plan and the output files are rendered.
-    proto = None
-    release_memory()
-    groups = mark_verified(groups, result_verification)
+        verification = with_check_failure(verification, exc)
+    return None, verification
+
+
+def _awaiting(
+    checking: PendingCheck | None, fused: onnx.ModelProto, path: Path, laps: Laps
+) -> Callable[[Plan], Plan]:
+    """The plan the reports are rendered from: with the forked check's verdict awaited
+    (its failure raises the in-process check's error) and its seconds in the laps."""
+    from ruleengine.rewrite.model_check import check_in_memory
+
+    def checked(plan: Plan) -> Plan:
+        if checking is None:
+            return plan
+        times = checking.passed()
+        if times is None:  # it failed: the in-process check raises its error
+            check_in_memory(fused, None, path)
+        else:
+            laps.beside("check", *times)
+        return replace(plan, timings=tuple(laps.wall), cpu_timings=tuple(laps.cpu))
+
+    return checked
+
+
+def _named(groups: Sequence[FusedGroup], fused: onnx.ModelProto) -> tuple[FusedGroup, ...]:
+    """Each group with the name and overload of its node in the fused model."""
+    from ruleengine.rewrite.onnx_rewrite import fused_nodes
+
     called = fused_nodes(fused)
-    groups = tuple(
+    return tuple(
         replaced(g, node_name=called[g.id][0], overload=called[g.id][1]) if g.id in called else g
         for g in groups
     )
-    plan = build_plan(
+
+
+def _build_plan(
+    path: Path,
+    analysis: Analysis,
+    groups: tuple[FusedGroup, ...],
+    dropped: tuple[FusedGroup, ...],
+    verification: Verification | None,
+    listed: Any,
+    laps: Laps,
+) -> Plan:
+    from ruleengine.rewrite.plan import build_plan
+
+    return build_plan(
         model_sha256=_sha256(path),
         model_name=path.name,
-        graph=graph,
+        graph=analysis.graph,
         rule_set=analysis.rule_set,
         target=analysis.target,
         match=analysis.match,
@@ -481,101 +671,66 @@ def fuse(
         resolution=analysis.resolution,
         groups=groups,
         dropped=dropped,
-        verification=result_verification,
+        verification=verification,
         timings=laps.wall,
         cpu_timings=laps.cpu,
         listed=listed,
     )
+
+
+def emit_files(
+    plan: Plan,
+    fused: onnx.ModelProto,
+    graph: Graph,
+    found: WeightSurvey,
+    *,
+    path: Path,
+    options: FuseOptions,
+    before_reports: Callable[[Plan], Plan] | None = None,
+    dot: PendingDot | None = None,
+) -> tuple[dict[str, bytes], tuple[Placement, ...], tuple[Diagnostic, ...]]:
+    """Every output file of a fuse run, keyed by path relative to OUTDIR: the fused model
+    (its weights placed for ``options.outdir``), then ``render_files``' plan.json,
+    graph.dot/svg, report.txt/json and the rules' own outputs, and ``render_report_files``'
+    report.html and model_explorer.json. A new output goes here.
+
+    Also returns the placements and the AF524 warnings of weights left outside OUTDIR."""
+    from ruleengine.report import render_report_files
+    from ruleengine.rewrite import weights
+    from ruleengine.rewrite.emit import render_files, serialize_model
+    from ruleengine.rewrite.weight_checks import outside_outdir
+
     fused_name = f"{_stem(path)}.fused.onnx"
-    target_dir = Path(outdir) if outdir is not None else path.parent
     placements = weights.place(
-        found, target_dir, copy=copy_weights, reserved=_reserved(fused_name, plan)
+        found,
+        _outdir(path, options),
+        copy=options.copy_weights,
+        reserved=_reserved(fused_name, plan),
     )
-    warnings += tuple(_outside(placements, path))
-    model_files = serialize_model(fused, fused_name, placements)
-
-    def checked(plan: Plan) -> Plan:  # the forked check's verdict, before the reports
-        if checking is None:
-            return plan
-        times = checking.passed()
-        if times is None:  # it failed: the in-process check raises its error
-            _check_in_memory(fused, None, path)
-        else:
-            laps.beside("check", *times)
-        return replace(plan, timings=tuple(laps.wall), cpu_timings=tuple(laps.cpu))
-
+    shown = render_report_files(plan, graph, detail=options.plan_detail, html=options.html)
     files = render_files(
         plan=plan,
-        fused_model_files=model_files,
+        fused_model_files=serialize_model(fused, fused_name, placements),
         graph=graph,
-        extra_names=tuple(p.new_location for p in placements if p.how in ("link", "copy")),
-        detail=plan_detail,
-        before_reports=checked,
+        extra_names=(
+            *(p.new_location for p in placements if p.how in ("link", "copy")),
+            *shown,
+        ),
+        detail=options.plan_detail,
+        before_reports=before_reports,
         dot=dot,
     )
-    laps.lap("emit")
-    plan = replace(plan, timings=tuple(laps.wall), cpu_timings=tuple(laps.cpu))
-    return FuseResult(
-        analysis,
-        plan,
-        tuple(groups),
-        fused,
-        files,
-        path,
-        weights=found,
-        placements=placements,
-        warnings=warnings,
-        outdir=target_dir,
-        copy_weights=copy_weights,
-    )
+    # report.html and model_explorer.json (ruleengine/report) before report.txt and
+    # report.json, in the order report.txt lists them
+    reports = {name: files.pop(name) for name in ("report.txt", "report.json")}
+    files.update(shown)
+    files.update(reports)
+    return files, placements, outside_outdir(placements, path)
 
 
-class _Laps:
-    """Wall and CPU seconds per stage (report.json: ``timings_s`` and ``cpu_s``; on a
-    shared machine the CPU time tells a stage's own work from waiting for a core; a
-    forked child's CPU counts in the stage that reaps it)."""
-
-    def __init__(
-        self, wall: Sequence[tuple[str, float]] = (), cpu: Sequence[tuple[str, float]] = ()
-    ) -> None:
-        self.wall, self.cpu = list(wall), list(cpu)
-        self._wall, self._cpu = time.perf_counter(), cpu_seconds()
-
-    def lap(self, stage: str) -> None:
-        wall, cpu = time.perf_counter(), cpu_seconds()
-        self.wall.append((stage, wall - self._wall))
-        self.cpu.append((stage, cpu - self._cpu))
-        self._wall, self._cpu = wall, cpu
-
-    def moved(self, stage: str, wall: float, cpu: float) -> None:
-        """Move seconds of ``stage``'s work that this process did inside the current lap
-        (wall and CPU) from the current lap to ``stage``."""
-        self.wall = [(s, w + wall if s == stage else w) for s, w in self.wall]
-        self.cpu = [(s, c + cpu if s == stage else c) for s, c in self.cpu]
-        self._wall += wall
-        self._cpu += cpu
-
-    def beside(self, stage: str, wall: float, cpu: float) -> None:
-        """Add the seconds of ``stage``'s work done by a forked child beside the current
-        stage (reaped now: its CPU leaves the current lap)."""
-        self.wall = [(s, w + wall if s == stage else w) for s, w in self.wall]
-        self.cpu = [(s, c + cpu if s == stage else c) for s, c in self.cpu]
-        self._cpu += cpu
-
-
-def _check_contracts(rule_set: RuleSet, catalog: Catalog, then: Callable[[RuleSet], None]) -> None:
-    """A rule whose rewrite contradicts its kernel's contract cannot be fused (check
-    reports the same errors); then the output-path check."""
-    from ruleengine.errors import RuleLoadError
-    from ruleengine.kernels.lint import lint_rules
-
-    errors = tuple(d for d in lint_rules(rule_set.rules, catalog) if d.severity == Severity.ERROR)
-    if errors:
-        n = len(errors)
-        raise RuleLoadError(
-            f"{n} rule rewrite{'s' if n != 1 else ''} contradict the kernel catalog", errors
-        )
-    then(rule_set)
+def _outdir(path: Path, options: FuseOptions) -> Path:
+    """The directory the files are rendered for (the model's own by default)."""
+    return Path(options.outdir) if options.outdir is not None else path.parent
 
 
 def _sha256(path: Path) -> str:
@@ -589,115 +744,19 @@ def _sha256(path: Path) -> str:
 def _reserved(fused_name: str, plan: Plan) -> tuple[str, ...]:
     """OUTDIR paths the fuse outputs take (a linked weights file must not take them)."""
     names = [fused_name, f"{fused_name}.data", "plan.json", "graph.dot", "graph.svg"]
-    names += ["report.txt", "report.json"]
+    names += ["report.txt", "report.json", "report.html", "model_explorer.json"]
     for g in plan.groups:
         if g.kernel.file_path:
             names.append(f"{g.kernel.file_path}/{g.kernel.kernel_name}.kernel.json")
     return tuple(names)
 
 
-def _check_weight_files(found: WeightSurvey, path: Path) -> None:
-    """AF542 for weight files that are there but cannot be right: too short for the
-    tensors that name them, or outside the model's folder (absolute, ``..``)."""
-
-    for f in found.files:
-        inside = f.path == found.model_dir or found.model_dir in f.path.parents
-        size = f.path.stat().st_size if f.present else None
-        why = None
-        if not inside:
-            why = f"weights file {f.location!r} of {path.name} is outside the model's folder"
-        elif size is not None and size < f.needed_bytes:
-            why = (
-                f"weights file {f.location} of {path.name} holds {size} bytes, its tensors "
-                f"need {f.needed_bytes}"
-            )
-        if why is not None:
-            raise GraphLoadError(
-                why,
-                (
-                    codes.make(
-                        "external-data-unreadable",
-                        why,
-                        Location(str(path)),
-                        hint="keep every weight file the model names beside it, as exported",
-                    ),
-                ),
-            )
-
-
-def _missing_weights(found: WeightSurvey, path: Path) -> list[Diagnostic]:
-    return [
-        Diagnostic(
-            "AF520",
-            "weights-missing",
-            Severity.WARNING,
-            f"weights file {f.location} ({f.path}) not found: the plan and the fused graph "
-            f"are written; its {f.tensors} external tensor(s) reference the same file",
-            Location(str(path)),
-            "put the weights file there to run or verify the fused model",
-        )
-        for f in found.missing
-    ]
-
-
-def _outside(placements: Sequence[Placement], path: Path) -> list[Diagnostic]:
-    return [
-        Diagnostic(
-            "AF524",
-            "weights-outside-outdir",
-            Severity.WARNING,
-            f"weights file {p.source} cannot be hard-linked into the output directory "
-            f"(another filesystem); the fused model references it as {p.new_location}, "
-            "which onnx.checker and onnxruntime refuse",
-            Location(str(path)),
-            "pass --copy-weights, or write to an output directory on the weights' filesystem",
-        )
-        for p in placements
-        if p.how == "outside"
-    ]
-
-
-def _check_in_memory(fused: onnx.ModelProto, proto: onnx.ModelProto | None, path: Path) -> None:
-    """onnx.checker (full_check) on the fused graph; the weights' files are checked on
-    the written model's path (``write_outputs``). ``proto``: the input model, read again
-    from ``path`` when None (rewritten in place) and only if the check fails."""
-    from ruleengine.graph import onnxlite  # onnx's checker without importing onnx (0.6 s)
-    from ruleengine.graph.loader import read_model
-    from ruleengine.rewrite import weights
-    from ruleengine.rewrite.emit import INLINE_LIMIT_BYTES
-    from ruleengine.rewrite.onnx_rewrite import RewriteError
-
-    try:
-        onnxlite.check_model(weights.checkable(fused, INLINE_LIMIT_BYTES), full_check=True)
-    except Exception as exc:  # noqa: BLE001 - a checker failure is our bug; say so
-        if proto is None:
-            proto = read_model(path)
-        try:  # ... unless the input model fails it already: then the input is at fault
-            onnxlite.check_model(weights.checkable(proto, INLINE_LIMIT_BYTES), full_check=True)
-        except Exception as original:  # noqa: BLE001 - any checker failure
-            first = str(original).strip().splitlines()[0] if str(original).strip() else ""
-            raise GraphLoadError(
-                f"the input model {path.name} fails onnx.checker ({first}), so no "
-                "fused model written from it can pass",
-                (
-                    Diagnostic(
-                        "AF501",
-                        "unreadable-model",
-                        Severity.ERROR,
-                        f"onnx.checker: {first}",
-                        Location(str(path)),
-                        'fix the model (python -c "import onnx; '
-                        "onnx.checker.check_model('MODEL', full_check=True)\" shows "
-                        "what is wrong) and fuse again",
-                    ),
-                ),
-            ) from None
-        raise RewriteError(f"the fused model fails onnx.checker: {exc}") from None
-
-
 def _stem(path: Path) -> str:
     name = path.name
     return name[: -len(".onnx")] if name.endswith(".onnx") else path.stem
+
+
+# ------------------------------------------------------------------------------- write
 
 
 def write_outputs(result: FuseResult, outdir: str | Path) -> tuple[Path, ...]:
@@ -706,6 +765,7 @@ def write_outputs(result: FuseResult, outdir: str | Path) -> tuple[Path, ...]:
     when all its weights resolve from ``outdir``."""
     from ruleengine.rewrite import weights
     from ruleengine.rewrite.emit import serialize_model, write_atomically
+    from ruleengine.rewrite.model_check import check_on_path, hard_linked
 
     files = dict(result.files)
     placements = result.placements
@@ -727,36 +787,8 @@ def write_outputs(result: FuseResult, outdir: str | Path) -> tuple[Path, ...]:
         # one file, no external data: its bytes are the model onnx.checker passed in
         # memory (``fuse``), nothing more to resolve from its path
         return written
-    if all(p.how in ("inside", "copy") for p in placements) and not _hard_linked(
-        outdir, placements
-    ):
+    if all(p.how in ("inside", "copy") for p in placements) and not hard_linked(outdir, placements):
         # onnx.checker refuses hard-linked data (a "hardlink attack" to onnx >= 1.18) and
         # data outside the folder; onnxruntime loads hard links.
-        _check_on_path(Path(outdir) / result.fused_name)
+        check_on_path(Path(outdir) / result.fused_name)
     return written
-
-
-def _hard_linked(outdir: str | Path, placements: Sequence[Placement]) -> bool:
-    """Whether a weights file the fused model references from ``outdir`` has more than one
-    name: a link an earlier run made (placed ``inside`` when fusing into the same folder
-    again) or one the user made. onnx.checker refuses those on the path as it refuses a
-    link made now; the graph was checked in memory all the same."""
-    root = Path(outdir)
-    for p in placements:
-        try:
-            if os.stat(root / p.new_location).st_nlink > 1:
-                return True
-        except OSError:  # absent: the path check says so
-            continue
-    return False
-
-
-def _check_on_path(model: Path) -> None:
-    """onnx.checker on the written file: its external data must resolve from its folder."""
-    from ruleengine.graph import onnxlite
-    from ruleengine.rewrite.onnx_rewrite import RewriteError
-
-    try:
-        onnxlite.check_model_path(str(model), full_check=True)
-    except Exception as exc:  # noqa: BLE001 - our bug: the in-memory check passed
-        raise RewriteError(f"the written fused model {model} fails onnx.checker: {exc}") from None

@@ -135,7 +135,7 @@ def run_interruptibly(work: Callable[[], T], stop: Callable[[], None]) -> T:
     def target() -> None:
         try:
             result.append(work())
-        except BaseException as exc:  # noqa: BLE001 - handed to the main thread
+        except BaseException as exc:  # handed to the main thread
             failure.append(exc)
 
     worker = threading.Thread(target=target, name="autofusion-native", daemon=True)

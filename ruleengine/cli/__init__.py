@@ -1,44 +1,6 @@
 """Command-line interface: wires the stages together; the only place that prints or exits."""
 
-from __future__ import annotations
-
-import importlib
-import inspect
-
-import typer
-
 from ruleengine.cli.app import app
+from ruleengine.cli.entry import COMMAND_MODULES, main, unwrapped_help
 
-# Each module attaches its commands to ``app``; this order is the order of --help:
-# writing rules, analysing a model, then the compile-time command.
-COMMAND_MODULES = ("lint", "ruletest", "matching", "library", "suggest", "analysis", "fuse")
-for _module in COMMAND_MODULES:
-    importlib.import_module(f"ruleengine.cli.{_module}")
-
-
-def unwrapped_help(doc: str) -> str:
-    """A docstring as --help text: each paragraph on one line, so rich wraps it to the
-    terminal. typer keeps the single line breaks of every paragraph after the first, and
-    a docstring wrapped at 88 columns came out ragged on an 80-column screen."""
-    paragraphs = inspect.cleandoc(doc).split("\n\n")
-    return "\n\n".join(" ".join(line.strip() for line in p.splitlines()) for p in paragraphs)
-
-
-def _unwrap_docstrings(group: typer.Typer) -> None:
-    for command in group.registered_commands:
-        if command.help is None and command.callback is not None and command.callback.__doc__:
-            command.help = unwrapped_help(command.callback.__doc__)
-    for sub in group.registered_groups:
-        if sub.typer_instance is not None:
-            _unwrap_docstrings(sub.typer_instance)
-
-
-_unwrap_docstrings(app)
-
-
-def main() -> None:
-    from ruleengine.runtime import install_signal_handlers, one_shot_process
-
-    install_signal_handlers()
-    one_shot_process()
-    app()
+__all__ = ["COMMAND_MODULES", "app", "main", "unwrapped_help"]

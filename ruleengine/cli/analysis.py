@@ -352,6 +352,9 @@ def explain_command(
         "--all",
         help="Every candidate in full (the default text stays within about 300 lines).",
     ),
+    html: Path | None = typer.Option(
+        None, "--html", help="Also write the report page (report.html) of the analysis to FILE."
+    ),
 ) -> None:
     """Why each candidate was fused or skipped: HBM bytes, overhead, UB need, verdict."""
 
@@ -374,6 +377,10 @@ def explain_command(
             time_limit,
             input_shape,
         )
+        if html is not None:  # the whole analysis, before --rule/--verdict narrow it
+            from ruleengine.report.files import write_explain_html
+
+            write_explain_html(html, analysis, model)
         if verdict:
             rows = final_verdicts(analysis.scored, analysis.resolution)
             keep = tuple(

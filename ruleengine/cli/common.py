@@ -6,12 +6,16 @@ import os
 import sys
 from collections.abc import Callable
 from enum import StrEnum
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import typer
 
 from ruleengine.errors import AutofusionError, UsageError
 from ruleengine.runtime import Terminated
+
+if TYPE_CHECKING:
+    from ruleengine.graph.model import Graph
+    from ruleengine.rules.model import RuleSet
 
 EXIT_OK = 0
 EXIT_FINDINGS = 1
@@ -143,7 +147,7 @@ def guarded(action: Callable[[], T]) -> T:
         terminated = isinstance(exc, Terminated)
         typer.echo("terminated" if terminated else "interrupted", err=True)
         raise typer.Exit(EXIT_TERMINATED if terminated else EXIT_INTERRUPTED) from None
-    except Exception as exc:  # noqa: BLE001 - the last line of defence against tracebacks
+    except Exception as exc:  # the last line of defence against tracebacks
         if os.environ.get("AUTOFUSION_DEBUG"):
             raise
         typer.echo(
@@ -171,7 +175,7 @@ def stdout_is_terminal() -> bool:
     return sys.stdout.isatty()
 
 
-def warn_inputs(graph=None, rule_set=None) -> None:  # noqa: ANN001 - stage records
+def warn_inputs(graph: Graph | None = None, rule_set: RuleSet | None = None) -> None:
     """Tell, on stderr, what the loaded rules and model warn about: rule lint warnings,
     graph loading warnings, opaque nodes never fused, and unbound symbolic dims (whose
     candidates come out as dynamic_shape)."""

@@ -11,6 +11,7 @@ import json
 import os
 from enum import StrEnum
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import typer
 
@@ -31,6 +32,9 @@ from ruleengine.cli.common import (
     warn_inputs,
 )
 
+if TYPE_CHECKING:
+    from ruleengine.pipeline import FuseResult
+
 
 class VerifyMode(StrEnum):
     auto = "auto"
@@ -45,6 +49,69 @@ TERMINAL_REJECTED_ROWS = 25  # report.txt lists every candidate not fused
 
 def _env_names(var: str) -> list[str]:
     return [n.strip() for n in os.environ.get(var, "").split(",") if n.strip()]
+
+
+# The options of ``fuse`` (declared once here; the signature reads as a list of flags).
+_RULES = typer.Option([], "--rules", "-r", help="Rule file or directory (several allowed).")
+_PRESET = typer.Option(
+    None, "--preset", help="Bundled rule preset (default: all, when no --rules)."
+)
+_TARGET = typer.Option("ascend910b", "--target", "-t", help="Target name or YAML.")
+_SOLVER = typer.Option(Solver.exact, "--solver", help="Conflict resolution.")
+_ENABLE = typer.Option(
+    [], "--enable", help=f"Only these rules (several allowed; env {ENV_ENABLE})."
+)
+_DISABLE = typer.Option(
+    [], "--disable", help=f"Never these rules (several allowed; env {ENV_DISABLE})."
+)
+_DIM = typer.Option([], "--dim", help="Bind a symbolic dimension: name=value.")
+_INPUT_SHAPE = typer.Option(
+    [], "--input-shape", help="Set a graph input's shape: NAME:d0,d1,... (several allowed)."
+)
+_OUTDIR = typer.Option(Path("out"), "--output", "-o", help="Output directory.")
+_VERIFY = typer.Option(
+    None,
+    "--verify/--no-verify",
+    help="Compare original and fused model in onnxruntime (default: on with --safe).",
+)
+_SAFE = typer.Option(
+    False, "--safe", help="Verify, find failing groups by bisection and drop them."
+)
+_INPUTS = typer.Option(
+    None, "--inputs", help="Verification inputs (.npz, one array per model input)."
+)
+_SEED = typer.Option(0, "--seed", help="Seed of the random verification inputs.")
+_VERIFY_MODE = typer.Option(
+    VerifyMode.auto,
+    "--verify-mode",
+    help="Verify the whole model at once, each group alone (bounded memory), or choose "
+    "from the memory estimate (auto).",
+)
+_KERNELS = typer.Option(
+    [], "--kernels", help="Kernel catalog folder added to the bundled one (several allowed)."
+)
+_COPY_WEIGHTS = typer.Option(
+    False,
+    "--copy-weights",
+    help="Copy external weight files into OUTDIR (default: hard link, or reference).",
+)
+_THRESHOLD = typer.Option(
+    None, "--benefit-threshold", help="Minimum relative HBM gain for every rule."
+)
+_TIME_LIMIT = typer.Option(30.0, "--time-limit", help="Exact solver limit (s).")
+_FORMAT = typer.Option(Format.text, "--format", "-f", help="Report on stdout.")
+_JOBS = typer.Option(
+    None,
+    "--jobs",
+    "-j",
+    min=1,
+    help="Processes for matching, shape inference and the check (default: the cores).",
+)
+_PLAN_DETAIL = typer.Option(
+    PlanDetail.compact,
+    "--plan-detail",
+    help="compact: a few rejected candidates per rule and verdict; full: all of them.",
+)
 
 
 @app.command(
@@ -62,83 +129,37 @@ def _env_names(var: str) -> list[str]:
 )
 def fuse_command(
     model: Path = typer.Argument(..., help="ONNX model to fuse (never modified)."),
-    rules: list[Path] = typer.Option(
-        [], "--rules", "-r", help="Rule file or directory (several allowed)."
-    ),
-    preset: Preset | None = typer.Option(
-        None, "--preset", help="Bundled rule preset (default: all, when no --rules)."
-    ),
-    target: str = typer.Option("ascend910b", "--target", "-t", help="Target name or YAML."),
-    solver: Solver = typer.Option(Solver.exact, "--solver", help="Conflict resolution."),
-    enable: list[str] = typer.Option(
-        [], "--enable", help=f"Only these rules (several allowed; env {ENV_ENABLE})."
-    ),
-    disable: list[str] = typer.Option(
-        [], "--disable", help=f"Never these rules (several allowed; env {ENV_DISABLE})."
-    ),
-    dim: list[str] = typer.Option([], "--dim", help="Bind a symbolic dimension: name=value."),
-    input_shape: list[str] = typer.Option(
-        [], "--input-shape", help="Set a graph input's shape: NAME:d0,d1,... (several allowed)."
-    ),
-    outdir: Path = typer.Option(Path("out"), "--output", "-o", help="Output directory."),
-    verify: bool | None = typer.Option(
-        None,
-        "--verify/--no-verify",
-        help="Compare original and fused model in onnxruntime (default: on with --safe).",
-    ),
-    safe: bool = typer.Option(
-        False, "--safe", help="Verify, find failing groups by bisection and drop them."
-    ),
-    inputs: Path | None = typer.Option(
-        None, "--inputs", help="Verification inputs (.npz, one array per model input)."
-    ),
-    seed: int = typer.Option(0, "--seed", help="Seed of the random verification inputs."),
-    verify_mode: VerifyMode = typer.Option(
-        VerifyMode.auto,
-        "--verify-mode",
-        help="Verify the whole model at once, each group alone (bounded memory), or choose "
-        "from the memory estimate (auto).",
-    ),
-    kernels: list[Path] = typer.Option(
-        [], "--kernels", help="Kernel catalog folder added to the bundled one (several allowed)."
-    ),
-    copy_weights: bool = typer.Option(
-        False,
-        "--copy-weights",
-        help="Copy external weight files into OUTDIR (default: hard link, or reference).",
-    ),
-    benefit_threshold: float | None = typer.Option(
-        None, "--benefit-threshold", help="Minimum relative HBM gain for every rule."
-    ),
-    time_limit: float = typer.Option(30.0, "--time-limit", help="Exact solver limit (s)."),
-    fmt: Format = typer.Option(Format.text, "--format", "-f", help="Report on stdout."),
-    jobs: int | None = typer.Option(
-        None,
-        "--jobs",
-        "-j",
-        min=1,
-        help="Processes for matching, shape inference and the check (default: the cores).",
-    ),
-    plan_detail: PlanDetail = typer.Option(
-        PlanDetail.compact,
-        "--plan-detail",
-        help="compact: a few rejected candidates per rule and verdict; full: all of them.",
+    rules: list[Path] = _RULES,
+    preset: Preset | None = _PRESET,
+    target: str = _TARGET,
+    solver: Solver = _SOLVER,
+    enable: list[str] = _ENABLE,
+    disable: list[str] = _DISABLE,
+    dim: list[str] = _DIM,
+    input_shape: list[str] = _INPUT_SHAPE,
+    outdir: Path = _OUTDIR,
+    verify: bool | None = _VERIFY,
+    safe: bool = _SAFE,
+    inputs: Path | None = _INPUTS,
+    seed: int = _SEED,
+    verify_mode: VerifyMode = _VERIFY_MODE,
+    kernels: list[Path] = _KERNELS,
+    copy_weights: bool = _COPY_WEIGHTS,
+    benefit_threshold: float | None = _THRESHOLD,
+    time_limit: float = _TIME_LIMIT,
+    fmt: Format = _FORMAT,
+    jobs: int | None = _JOBS,
+    plan_detail: PlanDetail = _PLAN_DETAIL,
+    html: bool = typer.Option(
+        True, "--html/--no-html", help="Write report.html beside report.txt (default: on)."
     ),
 ) -> None:
     """Fuse MODEL: write the fused ONNX model, plan.json, report and DOT graph to OUTDIR."""
 
     def run() -> int:
-        from ruleengine.paths import check_input_file
-        from ruleengine.pipeline import fuse, write_outputs
-        from ruleengine.rewrite.report import report_json, report_text
-        from ruleengine.rewrite.writer import check_output_dir
-
-        check_input_file(model, "model")
-        if inputs is not None:
-            check_input_file(inputs, "inputs")
-        check_output_dir(outdir)  # before the work, not after it
-        result = fuse(
+        return _fuse(
             model,
+            fmt,
             rules,
             preset=preset.value if preset else None,
             target=target,
@@ -146,6 +167,7 @@ def fuse_command(
             dims=parse_dims(dim),
             input_shapes=parse_input_shapes(input_shape),
             plan_detail=plan_detail.value,
+            html=html,
             enable=[*enable, *_env_names(ENV_ENABLE)],
             disable=[*disable, *_env_names(ENV_DISABLE)],
             benefit_threshold=benefit_threshold,
@@ -161,37 +183,6 @@ def fuse_command(
             copy_weights=copy_weights,
             kernels=kernels,
         )
-        warn_inputs(result.analysis.graph, result.analysis.rule_set)
-        for diag in result.warnings:
-            typer.echo(f"warning: {diag.code} {diag.message}", err=True)
-            if diag.hint:
-                typer.echo(f"  hint: {diag.hint}", err=True)
-        write_outputs(result, outdir)
-        linked = [p.new_location for p in result.placements if p.how == "link"]
-        if linked:
-            typer.echo(
-                f"note: weights hard-linked into {outdir} ({', '.join(linked)}): onnxruntime "
-                "loads the fused model; onnx.load/onnx.checker refuse hard-linked data, so "
-                "pass --copy-weights for onnx tools",
-                err=True,
-            )
-        names = list(result.files)
-        if fmt is Format.json:
-            typer.echo(json.dumps(report_json(result.plan, names), indent=2))
-        else:
-            text = report_text(
-                result.plan, names, outdir=str(outdir), max_rejected=TERMINAL_REJECTED_ROWS
-            )
-            typer.echo(text, nl=False)
-        v = result.plan.verification
-        if v is not None and not v.ok:
-            typer.echo(
-                "error: the fused model does not compute what the original does "
-                "(see Verification above)\n  hint: rerun with --safe to drop failing groups",
-                err=True,
-            )
-            return EXIT_FINDINGS
-        return EXIT_OK
 
     from ruleengine.runtime import paused_gc
 
@@ -202,3 +193,56 @@ def fuse_command(
         code = guarded(run)
     if code:
         raise typer.Exit(code)
+
+
+def _fuse(model: Path, fmt: Format, rules: list[Path], **options: Any) -> int:
+    """Check the paths, fuse (``pipeline.fuse``, looked up now: tests replace it), write
+    the files and report; the exit code."""
+    from ruleengine.paths import check_input_file
+    from ruleengine.pipeline import fuse, write_outputs
+    from ruleengine.rewrite.writer import check_output_dir
+
+    outdir = options["outdir"]
+    check_input_file(model, "model")
+    if options["inputs"] is not None:
+        check_input_file(options["inputs"], "inputs")
+    check_output_dir(outdir)  # before the work, not after it
+    result = fuse(model, rules, **options)
+    warn_inputs(result.analysis.graph, result.analysis.rule_set)
+    for diag in result.warnings:
+        typer.echo(f"warning: {diag.code} {diag.message}", err=True)
+        if diag.hint:
+            typer.echo(f"  hint: {diag.hint}", err=True)
+    write_outputs(result, outdir)
+    linked = [p.new_location for p in result.placements if p.how == "link"]
+    if linked:
+        typer.echo(
+            f"note: weights hard-linked into {outdir} ({', '.join(linked)}): onnxruntime "
+            "loads the fused model; onnx.load/onnx.checker refuse hard-linked data, so "
+            "pass --copy-weights for onnx tools",
+            err=True,
+        )
+    return _report(result, outdir, fmt)
+
+
+def _report(result: FuseResult, outdir: Path, fmt: Format) -> int:
+    """The report on stdout; exit 1 when the fused model failed verification."""
+    from ruleengine.rewrite.report import report_json, report_text
+
+    names = list(result.files)
+    if fmt is Format.json:
+        typer.echo(json.dumps(report_json(result.plan, names), indent=2))
+    else:
+        text = report_text(
+            result.plan, names, outdir=str(outdir), max_rejected=TERMINAL_REJECTED_ROWS
+        )
+        typer.echo(text, nl=False)
+    v = result.plan.verification
+    if v is not None and not v.ok:
+        typer.echo(
+            "error: the fused model does not compute what the original does "
+            "(see Verification above)\n  hint: rerun with --safe to drop failing groups",
+            err=True,
+        )
+        return EXIT_FINDINGS
+    return EXIT_OK

@@ -230,9 +230,11 @@ def _convert(source: str, out_dir: str | None, force: bool) -> int:
     if out_dir is None:
         typer.echo("---\n".join(c.text for c in converted), nl=False)
     else:
-        from ruleengine.rules.convert import write_files
+        from ruleengine.rewrite.writer import write_set
+        from ruleengine.rules.convert import output_files
 
-        written = write_files(converted, Path(out_dir), force=force)
+        write_set(Path(out_dir), output_files(converted, Path(out_dir), force=force))
+        written = [Path(out_dir) / c.filename for c in converted]
         for w in written:
             typer.echo(f"wrote {w.as_posix()}")
     return EXIT_FINDINGS if problems else EXIT_OK

@@ -123,9 +123,9 @@ def match_command(
 
     def run() -> int:
         from ruleengine.graph import load_graph
-        from ruleengine.graph.forked import FORK_FROM_NODES, cores
         from ruleengine.match import find_candidates
         from ruleengine.paths import check_input_file
+        from ruleengine.procs import FORK_FROM_NODES, cores
         from ruleengine.rules.pending import PendingRules, rules_jobs
 
         check_input_file(model, "model")

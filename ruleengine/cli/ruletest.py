@@ -8,13 +8,18 @@ renders exit 2 as valid output of that format too.
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from enum import StrEnum
+from typing import TYPE_CHECKING
 
 import typer
 
 from ruleengine.cli.app import app
 from ruleengine.cli.common import EXIT_ERROR, PANEL_RULES, examples, report_error
 from ruleengine.errors import AutofusionError
+
+if TYPE_CHECKING:
+    from ruleengine.diagnostics.model import Diagnostic
 
 
 class TestFormat(StrEnum):
@@ -54,7 +59,7 @@ def test_command(
     from ruleengine.ruletest import run_tests
     from ruleengine.ruletest.report import REPORTERS, render_error
 
-    def could_not_run(message: str, diagnostics=()) -> typer.Exit:  # noqa: ANN001
+    def could_not_run(message: str, diagnostics: Sequence[Diagnostic] = ()) -> typer.Exit:
         typer.echo(render_error(fmt.value, message, diagnostics), nl=False)
         report_error(AutofusionError(message, tuple(diagnostics)))
         return typer.Exit(EXIT_ERROR)
@@ -63,7 +68,7 @@ def test_command(
         run = run_tests(list(paths), update=update)
     except AutofusionError as exc:
         raise could_not_run(exc.message, exc.diagnostics) from None
-    except Exception as exc:  # noqa: BLE001 - valid output of the format, never a traceback
+    except Exception as exc:  # valid output of the format, never a traceback
         if os.environ.get("AUTOFUSION_DEBUG"):
             raise
         raise could_not_run(

@@ -16,7 +16,8 @@ import jsonschema
 import yaml
 
 from ruleengine.cost.model import Target
-from ruleengine.diagnostics.model import Diagnostic, Location, Severity
+from ruleengine.diagnostics.codes import make
+from ruleengine.diagnostics.model import Location
 from ruleengine.errors import UsageError
 from ruleengine.resources import data_dir, schema_path
 
@@ -37,8 +38,9 @@ def _validator() -> jsonschema.protocols.Validator:
     return cls(schema)
 
 
-def _error(path: str, message: str, code: str, name: str, hint: str | None = None) -> UsageError:
-    diag = Diagnostic(code, name, Severity.ERROR, message, Location(path), hint)
+def _error(path: str, message: str, hint: str | None = None) -> UsageError:
+    """A UsageError about the invalid target file ``path`` (AF902), with its diagnostic."""
+    diag = make("target-invalid", message, Location(path), hint=hint)
     return UsageError(f"cannot load target {path}: {message}", (diag,))
 
 
@@ -135,13 +137,11 @@ def load_target(name_or_path: str | Path) -> Target:
             raise UsageError(
                 f"target file {text} does not exist",
                 (
-                    Diagnostic(
-                        "AF901",
+                    make(
                         "target-not-found",
-                        Severity.ERROR,
                         f"no such target file: {text}",
                         Location(text),
-                        f"use a bundled target ({', '.join(known_targets())}) or a YAML path",
+                        hint=f"use a bundled target ({', '.join(known_targets())}) or a YAML path",
                     ),
                 ),
             )
@@ -151,13 +151,11 @@ def load_target(name_or_path: str | Path) -> Target:
             raise UsageError(
                 f"unknown target {text!r}; known targets: {', '.join(known_targets())}",
                 (
-                    Diagnostic(
-                        "AF901",
+                    make(
                         "target-not-found",
-                        Severity.ERROR,
                         f"unknown target {text!r}",
                         None,
-                        f"choose one of {', '.join(known_targets())}, or pass a YAML file",
+                        hint=f"choose one of {', '.join(known_targets())}, or pass a YAML file",
                     ),
                 ),
             )
@@ -165,61 +163,67 @@ def load_target(name_or_path: str | Path) -> Target:
 
 
 def _load_file(path: Path) -> Target:
+    """Read, check and convert one target file; every problem is a UsageError (AF902)."""
     shown = str(path)
+    data = _read_yaml(path, shown)
+    _check(data, shown)
+    return _target_of(data, shown)
+
+
+def _read_yaml(path: Path, shown: str) -> Any:
+    """The file's YAML, refused when too large, unreadable, malformed, with a key given
+    twice or an integer longer than any target quantity."""
     try:
         if path.stat().st_size > _MAX_TARGET_BYTES:
-            raise _error(shown, "file is larger than 1 MiB", "AF902", "target-invalid")
+            raise _error(shown, "file is larger than 1 MiB")
         raw = path.read_text(encoding="utf-8")
-        data: Any = yaml.load(raw, Loader=_StrictLoader)  # noqa: S506 - a SafeLoader
+        return yaml.load(raw, Loader=_StrictLoader)  # a SafeLoader
     except UsageError:
         raise
     except (OSError, UnicodeDecodeError) as exc:
-        raise _error(shown, f"cannot read: {exc}", "AF902", "target-invalid") from None
+        raise _error(shown, f"cannot read: {exc}") from None
     except RecursionError:  # a target is a flat mapping; thousands of levels are not one
-        raise _error(
-            shown, "YAML nested too deeply to be a target", "AF902", "target-invalid"
-        ) from None
+        raise _error(shown, "YAML nested too deeply to be a target") from None
     except _DuplicateKey as exc:
         loc = Location(shown, exc.mark.line + 1, exc.mark.column + 1)
-        diag = Diagnostic(
-            "AF902",
+        diag = make(
             "target-invalid",
-            Severity.ERROR,
             f"duplicate key {exc.key!r} (first at line {exc.first.line + 1})",
             loc,
-            "keep one of the two; YAML would silently use the last",
+            hint="keep one of the two; YAML would silently use the last",
         )
         raise UsageError(
             f"cannot load target {shown}: duplicate key {exc.key!r}", (diag,)
         ) from None
     except _TooLong as exc:
         message = f"integer of {exc.digits} digits is out of range (at most {MAX_NUMBER:.0e})"
-        diag = Diagnostic(
-            "AF902",
+        diag = make(
             "target-invalid",
-            Severity.ERROR,
             message,
             Location(shown, exc.mark.line + 1, exc.mark.column + 1),
-            "write the quantity in its unit: bytes, bytes/s, flop/s, seconds",
+            hint="write the quantity in its unit: bytes, bytes/s, flop/s, seconds",
         )
         raise UsageError(f"cannot load target {shown}: {message}", (diag,)) from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         loc = Location(shown, mark.line + 1, mark.column + 1) if mark else Location(shown)
-        diag = Diagnostic("AF902", "target-invalid", Severity.ERROR, f"YAML error: {exc}", loc)
+        diag = make("target-invalid", f"YAML error: {exc}", loc)
         raise UsageError(f"cannot load target {shown}: malformed YAML", (diag,)) from None
+
+
+def _check(data: Any, shown: str) -> None:
+    """Refuse what is not a target: no mapping, against the schema, a number that is
+    not finite or out of range, a reserve not below the UB size."""
     if not isinstance(data, dict):
-        raise _error(shown, "expected a mapping of target fields", "AF902", "target-invalid")
+        raise _error(shown, "expected a mapping of target fields")
     errors = sorted(_validator().iter_errors(data), key=lambda e: list(map(str, e.path)))
     if errors:
         diags = tuple(
-            Diagnostic(
-                "AF902",
+            make(
                 "target-invalid",
-                Severity.ERROR,
                 f"{'/'.join(map(str, e.path)) or '(top level)'}: {e.message}",
                 Location(shown),
-                "see schemas/target.schema.json for the fields a target takes",
+                hint="see schemas/target.schema.json for the fields a target takes",
             )
             for e in errors
         )
@@ -229,8 +233,6 @@ def _load_file(path: Path) -> Target:
         raise _error(
             shown,
             f"{bad} is not a finite number (.nan and .inf make every cost meaningless)",
-            "AF902",
-            "target-invalid",
             "write a positive number, e.g. 1.6e+12",
         )
     big = _out_of_range(data)
@@ -238,12 +240,14 @@ def _load_file(path: Path) -> Target:
         raise _error(
             shown,
             f"{big} is out of range (at most {MAX_NUMBER:.0e} in magnitude)",
-            "AF902",
-            "target-invalid",
             "write the quantity in its unit: bytes, bytes/s, flop/s, seconds",
         )
     if data["ub_reserve_bytes"] >= data["ub_bytes"]:
-        raise _error(shown, "ub_reserve_bytes must be below ub_bytes", "AF902", "target-invalid")
+        raise _error(shown, "ub_reserve_bytes must be below ub_bytes")
+
+
+def _target_of(data: dict, shown: str) -> Target:
+    """The checked mapping as a ``Target``, defaults filled in."""
     return Target(
         name=data["name"],
         ub_bytes=int(data["ub_bytes"]),

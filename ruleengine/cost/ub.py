@@ -103,52 +103,98 @@ def reduced_row(graph: Graph, node: Node, shape: tuple[int, ...]) -> int:
 def ub_need(graph: Graph, io: GroupIO, target: Target) -> UBNeed:
     """The working set of the smallest legal tiling of the group (see the module doc)."""
     limit = target.ub_usable_bytes
-    table = size_table(graph)
     kinds = node_kinds(graph)
-    _none = (None, None, None)
-
-    def shape_of(t: str) -> tuple[int, ...] | None:
-        return table.get(t, _none)[0] if t else None
-
-    def item(t: str) -> int:
-        return (table.get(t, _none)[1] if t else None) or 4
-
     compute = [n for n in io.nodes if not kinds[n.name] & VIEW]
     if not compute:
         return UBNeed(0, limit, 0, (), "", (), True)
-    # Anchor: the largest escaping output of a compute node (else the last output).
-    candidates = [t for t in io.outputs if shape_of(t) is not None]
-    if not candidates:
-        candidates = [t for t in compute[-1].outputs if shape_of(t) is not None]
-    if not candidates:
+    sizes = _Sizes(size_table(graph))
+    anchor = _anchor(io, compute, sizes)
+    if anchor is None:
         return UBNeed(0, limit, 0, (), "", (), False, "no static output shape")
-    anchor = max(candidates, key=lambda t: (math.prod(shape_of(t) or ()), -len(t)))
-    a_shape = shape_of(anchor) or ()
-    a_numel = max(1, math.prod(a_shape))
+    a_shape = sizes.shape(anchor) or ()
+    sizes.a_numel = max(1, math.prod(a_shape))
+    lower, upper = _tile_bounds(graph, compute, kinds, sizes, anchor, target)
+    chosen, legal = _smallest_legal(lower, upper, sizes.a_numel)
+    why = "" if legal else _why_illegal(lower, upper, kinds)
+    buffers, seen = _output_buffers(compute, kinds, sizes, chosen, target)
+    buffers += _input_buffers(io, compute, sizes, chosen, target, seen)
+    total = sum(b for _, b in buffers)
+    return UBNeed(total, limit, chosen, _block(a_shape, chosen), anchor, tuple(buffers), legal, why)
 
-    def share(t: str, e: int) -> int:
-        shape = shape_of(t) or ()
+
+_NONE = (None, None, None)
+
+# A lower bound on the tile's elements (the node it comes from, None for the alignment
+# floor, and the size it needs), an upper bound (the cube node whose L0C tile caps it)
+Lower = tuple[int, Node | None, int]
+Upper = tuple[int, Node]
+
+
+class _Sizes:
+    """Static shapes and element sizes of the tensors (``size_table``), and each
+    tensor's share of an anchor tile once the anchor's element count is known."""
+
+    __slots__ = ("table", "a_numel")
+
+    def __init__(self, table: dict) -> None:
+        self.table = table
+        self.a_numel = 1
+
+    def shape(self, t: str) -> tuple[int, ...] | None:
+        """The tensor's static shape, None when unknown."""
+        return self.table.get(t, _NONE)[0] if t else None
+
+    def item(self, t: str) -> int:
+        """The tensor's element size in bytes (4 when unknown)."""
+        return (self.table.get(t, _NONE)[1] if t else None) or 4
+
+    def share(self, t: str, e: int) -> int:
+        """Elements of ``t`` that move with an anchor tile of ``e`` elements: its share,
+        and at least one run of its last dimension."""
+        shape = self.shape(t) or ()
         n = math.prod(shape) if shape else 1
         last = shape[-1] if shape else 1
-        return max(1, min(n, max(-(-e * n // a_numel), min(e, last))))
+        return max(1, min(n, max(-(-e * n // self.a_numel), min(e, last))))
 
-    # Lower bounds on E (reductions need whole rows; a cube its minimum tile), upper
-    # bounds (the cube output tile must fit L0C). Each bound keeps the node it comes from.
-    lower: list[tuple[int, Node | None, int]] = [
-        (min(a_numel, max(1, target.ub_align_bytes // item(anchor))), None, 0)
+
+def _anchor(io: GroupIO, compute: list[Node], sizes: _Sizes) -> str | None:
+    """The largest escaping output of a compute node (else of the last compute node),
+    ties broken by the shorter name; None without a static output shape."""
+    candidates = [t for t in io.outputs if sizes.shape(t) is not None]
+    if not candidates:
+        candidates = [t for t in compute[-1].outputs if sizes.shape(t) is not None]
+    if not candidates:
+        return None
+    return max(candidates, key=lambda t: (math.prod(sizes.shape(t) or ()), -len(t)))
+
+
+def _tile_bounds(
+    graph: Graph,
+    compute: list[Node],
+    kinds: dict[str, int],
+    sizes: _Sizes,
+    anchor: str,
+    target: Target,
+) -> tuple[list[Lower], list[Upper]]:
+    """Lower bounds on the tile's elements (reductions need whole rows; a cube its
+    minimum tile), upper bounds (the cube output tile must fit L0C). Each bound keeps
+    the node it comes from."""
+    a_numel = sizes.a_numel
+    lower: list[Lower] = [
+        (min(a_numel, max(1, target.ub_align_bytes // sizes.item(anchor))), None, 0)
     ]
-    upper: list[tuple[int, Node]] = []
+    upper: list[Upper] = []
     for node in compute:
         kind = kinds[node.name]
         if not kind & (REDUCE | CUBE):
             continue
-        if kind & REDUCE and node.inputs and shape_of(node.inputs[0]):
-            shape = shape_of(node.inputs[0]) or ()
+        if kind & REDUCE and node.inputs and sizes.shape(node.inputs[0]):
+            shape = sizes.shape(node.inputs[0]) or ()
             row = reduced_row(graph, node, shape)
             n_in = max(1, math.prod(shape))
             lower.append((min(a_numel, -(-row * a_numel // n_in)), node, row))
-        if kind & CUBE and node.outputs and shape_of(node.outputs[0]):
-            shape = shape_of(node.outputs[0]) or ()
+        if kind & CUBE and node.outputs and sizes.shape(node.outputs[0]):
+            shape = sizes.shape(node.outputs[0]) or ()
             n_out = max(1, math.prod(shape))
             if node.op_type.startswith("Conv") and len(shape) >= 3:
                 cols, rows = shape[1], n_out // max(1, shape[1])
@@ -160,35 +206,44 @@ def ub_need(graph: Graph, io: GroupIO, target: Target) -> UBNeed:
             lower.append((min(a_numel, -(-min_tile * a_numel // n_out)), node, min_tile))
             max_tile = target.l0c_bytes // target.accumulate_bytes
             upper.append((max(1, max_tile * a_numel // n_out), node))
-    need_min = max(e for e, _, _ in lower)
-    # Tilings from small to large: the largest lower bound, then powers of two, then A.
-    # The first one no upper bound rules out is chosen.
-    cap = min((c for c, _ in upper), default=None)
-    legal = False
-    chosen = need_min
-    if cap is None or need_min <= cap:
-        chosen, legal = need_min, True
-    else:
-        p = 1
-        while p < a_numel:
-            if p > need_min and p <= cap:
-                chosen, legal = p, True
-                break
-            p *= 2
-        if not legal and a_numel <= cap:
-            chosen, legal = a_numel, True
-    why = ""
-    if not legal:
-        needs = [
-            f"{n.name} needs {'whole rows of' if kinds[n.name] & REDUCE else 'tiles of at least'} "
-            f"{size} elements"
-            for _, n, size in lower
-            if n is not None
-        ]
-        caps = [f"{n.name} tile bounded by L0C" for c, n in upper if need_min > c]
-        why = f"no tiling satisfies both bounds ({'; '.join(needs + caps)})"
+    return lower, upper
 
-    # Buffers of the chosen tiling.
+
+def _smallest_legal(lower: list[Lower], upper: list[Upper], a_numel: int) -> tuple[int, bool]:
+    """Tilings from small to large: the largest lower bound, then powers of two, then
+    the whole anchor; the first one no upper bound rules out, and whether one was."""
+    need_min = max(e for e, _, _ in lower)
+    cap = min((c for c, _ in upper), default=None)
+    if cap is None or need_min <= cap:
+        return need_min, True
+    p = 1
+    while p < a_numel:
+        if p > need_min and p <= cap:
+            return p, True
+        p *= 2
+    if a_numel <= cap:
+        return a_numel, True
+    return need_min, False
+
+
+def _why_illegal(lower: list[Lower], upper: list[Upper], kinds: dict[str, int]) -> str:
+    """Which nodes' bounds no tiling satisfies together."""
+    need_min = max(e for e, _, _ in lower)
+    needs = [
+        f"{n.name} needs {'whole rows of' if kinds[n.name] & REDUCE else 'tiles of at least'} "
+        f"{size} elements"
+        for _, n, size in lower
+        if n is not None
+    ]
+    caps = [f"{n.name} tile bounded by L0C" for c, n in upper if need_min > c]
+    return f"no tiling satisfies both bounds ({'; '.join(needs + caps)})"
+
+
+def _output_buffers(
+    compute: list[Node], kinds: dict[str, int], sizes: _Sizes, chosen: int, target: Target
+) -> tuple[list[tuple[str, int]], set[str]]:
+    """A buffer per output of a compute node (a cube's in accumulator precision), and
+    the tensors given one."""
     buffers: list[tuple[str, int]] = []
     align = target.ub_align_bytes
     seen: set[str] = set()
@@ -199,11 +254,24 @@ def ub_need(graph: Graph, io: GroupIO, target: Target) -> UBNeed:
                 continue
             seen.add(t)
             if cube:
-                elem = max(item(t), target.accumulate_bytes)
-                nbuf = _align(share(t, chosen) * elem, align) * target.cube_buffer_factor
+                elem = max(sizes.item(t), target.accumulate_bytes)
+                nbuf = _align(sizes.share(t, chosen) * elem, align) * target.cube_buffer_factor
             else:
-                nbuf = _align(share(t, chosen) * item(t), align) * target.buffer_factor
+                nbuf = _align(sizes.share(t, chosen) * sizes.item(t), align) * target.buffer_factor
             buffers.append((t, nbuf))
+    return buffers, seen
+
+
+def _input_buffers(
+    io: GroupIO,
+    compute: list[Node],
+    sizes: _Sizes,
+    chosen: int,
+    target: Target,
+    seen: set[str],
+) -> list[tuple[str, int]]:
+    """A buffer per external input the vector unit reads: not a scalar, not only a cube
+    op's matrix operand; a table read by a gather moves the gathered rows only."""
     # External inputs, each with the compute nodes reading it (directly or through views).
     readers: dict[str, list[tuple[Node, int]]] = {}
     root = io.root
@@ -214,8 +282,10 @@ def ub_need(graph: Graph, io: GroupIO, target: Target) -> UBNeed:
                 readers.setdefault(root.get(x, x), []).append((node, port))
             port += 1
     gather = gather_ops()
+    align = target.ub_align_bytes
+    buffers: list[tuple[str, int]] = []
     for t in io.inputs:
-        shape = shape_of(t)
+        shape = sizes.shape(t)
         if shape is None or t in seen or math.prod(shape) <= 1 or t not in readers:
             continue
         if all(port in CUBE_MATRIX_PORTS.get(n.op_type, ()) for n, port in readers[t]):
@@ -224,9 +294,8 @@ def ub_need(graph: Graph, io: GroupIO, target: Target) -> UBNeed:
         if all(port == 0 and n.op_type in gather for n, port in readers[t]):
             # a table read by a gather (an embedding): only the gathered rows move, as
             # many elements per tile as the gather's output tile
-            elems = max(share(n.outputs[0], chosen) for n, _ in readers[t])
+            elems = max(sizes.share(n.outputs[0], chosen) for n, _ in readers[t])
         else:
-            elems = share(t, chosen)
-        buffers.append((t, _align(elems * item(t), align) * target.buffer_factor))
-    total = sum(b for _, b in buffers)
-    return UBNeed(total, limit, chosen, _block(a_shape, chosen), anchor, tuple(buffers), legal, why)
+            elems = sizes.share(t, chosen)
+        buffers.append((t, _align(elems * sizes.item(t), align) * target.buffer_factor))
+    return buffers

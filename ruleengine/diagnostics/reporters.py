@@ -14,9 +14,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from urllib.parse import quote
 
-from ruleengine import __version__
 from ruleengine.diagnostics.codes import CODES
 from ruleengine.diagnostics.model import Diagnostic, Location, Severity
+from ruleengine.version import __version__
 
 SCHEMA_VERSION = 1
 

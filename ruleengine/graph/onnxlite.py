@@ -77,7 +77,7 @@ def _load() -> tuple[ModuleType, ModuleType]:
                     ext = _standalone(_EXT, path, True)
                 if hasattr(ext, "shape_inference") and hasattr(ext, "defs"):
                     return pb, ext
-        except Exception:  # noqa: BLE001 - another onnx layout: the whole package
+        except Exception:  # another onnx layout: the whole package
             pass
     full()
     import onnx.onnx_cpp2py_export as ext_full

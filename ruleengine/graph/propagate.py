@@ -28,9 +28,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ruleengine.graph import onnxlite, segments
-from ruleengine.graph.forked import FORK_FROM_NODES
 from ruleengine.graph.onnxlite import TensorProto
 from ruleengine.graph.segments import NodeFields
+from ruleengine.graph.typeread import TypeReader, type_shape
+from ruleengine.procs import FORK_FROM_NODES
 
 if TYPE_CHECKING:
     import onnx
@@ -283,7 +284,7 @@ def _inline_value(t: TensorProto) -> Value | None:
         return None
     try:
         return onnxlite.to_array(t)
-    except Exception:  # noqa: BLE001 - exotic dtypes: no value
+    except Exception:  # exotic dtypes: no value
         return None
 
 
@@ -300,19 +301,6 @@ def _constant_value(node: onnx.NodeProto) -> Value | None:
         if a.name == "value_floats":
             return np.array(list(a.floats), dtype=np.float32)
     return None
-
-
-def type_shape(tp: onnx.TypeProto) -> tuple[int | str | None, ...] | None:
-    """Static dims as ints, symbolic ones by name, unknown ones as None; None when the
-    rank is unknown."""
-    tt = tp.tensor_type
-    if not tp.HasField("tensor_type") or not tt.HasField("shape"):
-        return None
-    out: list[int | str | None] = []
-    for d in tt.shape.dim:
-        which = d.WhichOneof("value")
-        out.append(d.dim_value if which == "dim_value" else (d.dim_param or None))
-    return tuple(out)
 
 
 def _static(shape: tuple | None) -> bool:
@@ -351,7 +339,7 @@ def _node_value(
         if not all(v is not None for v in required):
             return None
         out = _eval(node, ins, _attrs(node), opset)
-    except Exception:  # noqa: BLE001 - a value we cannot compute stays unknown
+    except Exception:  # a value we cannot compute stays unknown
         return None
     if out is None or np.size(out) > VALUE_NUMEL:
         return None
@@ -371,37 +359,6 @@ def _symbolic_inputs(model: onnx.ModelProto, reader: TypeReader | None = None) -
         if got is None or not _static(got[1]):
             return True
     return False
-
-
-class TypeReader:
-    """``(elem_type, type_shape)`` of TypeProtos, converted once per distinct type: a
-    stack of identical layers has a handful of distinct types for 10^5 tensors, and one
-    serialization (C) + a dict lookup is far cheaper than reading each dim in Python."""
-
-    def __init__(self) -> None:
-        self._seen: dict[bytes, tuple[int, tuple | None] | None] = {}
-
-    def read(self, tp: onnx.TypeProto) -> tuple[int, tuple | None] | None:
-        """None when ``tp`` is no tensor type (sequence, optional, map)."""
-        key = tp.SerializeToString()
-        try:
-            return self._seen[key]
-        except KeyError:
-            pass
-        out = (tp.tensor_type.elem_type, type_shape(tp)) if tp.HasField("tensor_type") else None
-        self._seen[key] = out
-        return out
-
-    def read_bytes(self, key: bytes) -> tuple[int, tuple | None] | None:
-        """``read`` of a serialized TypeProto (as sliced from a serialized model: no
-        message made for a type seen before)."""
-        try:
-            return self._seen[key]
-        except KeyError:
-            pass
-        out = self.read(onnxlite.TypeProto.FromString(key))
-        self._seen[key] = out
-        return out
 
 
 def _external_ints(model: onnx.ModelProto, folder: Path | None) -> dict[int, Value]:
@@ -440,7 +397,7 @@ def _serialized_with_values(model: onnx.ModelProto, inline: Mapping[int, Value])
 
 class PendingShapes:
     """``resolve_shapes`` begun: with ``jobs`` > 1 and a large graph, a forked child
-    (``forked.Forked``: ONNX's C++ inference holds the GIL, so a thread would not overlap
+    (``procs.Forked``: ONNX's C++ inference holds the GIL, so a thread would not overlap
     it) runs ONNX's whole-graph inference on the model's bytes and reads its result
     (``_resolved``) while the caller reads the graph's nodes; only the types come back,
     pickled. Otherwise ``result`` does it all in process."""
@@ -454,7 +411,7 @@ class PendingShapes:
         jobs: int = 1,
         fields: NodeFields | None = None,
     ) -> None:
-        from ruleengine.graph.forked import Forked, forkable
+        from ruleengine.procs import Forked, forkable
 
         reader = reader or TypeReader()
         self._work: tuple | None = None
@@ -608,47 +565,14 @@ def _completed(
     reinferred = improved = 0
     # (distinct shapes: a stack of layers has a few hundred for 10^5 tensors)
     if not all(_static(s) for s in set(map(itemgetter(1), out.values()))):
-        # name -> TypeProto for the per-node pass; initializers' are built only when read
-        types: dict[str, onnx.TypeProto] = {}
-        if inferred is not None:
-            ig, reader = inferred
-            for vi in chain(ig.input, ig.value_info, ig.output):
-                if reader.read(vi.type) is not None:
-                    types[vi.name] = vi.type
-        else:
-            built: dict[tuple, onnx.TypeProto] = {}
-            for name, got in out.items():
-                tp = built.get(got)
-                if tp is None:
-                    tp = built[got] = segments.type_proto(*got)
-                types[name] = tp
+        types = _start_types(out, inferred)
         init_types: dict[str, tuple[int, tuple[int, ...]]] = {}
         for init in g.initializer:
             init_types[init.name] = (init.data_type, tuple(init.dims))
             types.pop(init.name, None)
         shapes = {name: s for name, (_, s) in out.items()}
-        values: dict[str, Value] = {}
-        for init in g.initializer:
-            v = _inline_value(init)
-            if v is None and init.data_location == TensorProto.EXTERNAL:
-                v = _external_int_value(init, folder)
-            if v is not None:
-                values[init.name] = v
-        protos: dict[str, TensorProto] = {}
-        for node in g.node:
-            if node.domain not in ("", "ai.onnx") or not node.output:
-                continue
-            if not all(_static(shapes.get(t)) for t in node.output if t):
-                reinferred += 1
-                for t in node.input:
-                    if t in init_types and t not in types:
-                        elem, dims = init_types[t]
-                        types[t] = onnxlite.tensor_type_proto(elem, list(dims))
-                improved += _reinfer(node, types, shapes, values, protos, imports, opset)
-            if len(node.output) == 1:
-                v = _node_value(node, values, shapes, opset)
-                if v is not None:
-                    values[node.output[0]] = v
+        values = _initializer_values(g, folder)
+        reinferred, improved = _per_node(g, (types, init_types, shapes, values), imports, opset)
         for name, s in shapes.items():  # improved ones (and new ones, in pass order)
             old = out.get(name)
             if old is None or s is not old[1]:
@@ -657,6 +581,75 @@ def _completed(
         stats["reinferred"] = reinferred
         stats["improved"] = improved
     return out
+
+
+def _start_types(
+    out: Mapping[str, tuple[int, tuple | None]],
+    inferred: tuple[onnx.GraphProto, TypeReader] | None,
+) -> dict[str, onnx.TypeProto]:
+    """name -> TypeProto for the per-node pass (``_completed``): the inferred graph's,
+    or built from ``out``; initializers' are built only when read."""
+    types: dict[str, onnx.TypeProto] = {}
+    if inferred is not None:
+        ig, reader = inferred
+        for vi in chain(ig.input, ig.value_info, ig.output):
+            if reader.read(vi.type) is not None:
+                types[vi.name] = vi.type
+    else:
+        built: dict[tuple, onnx.TypeProto] = {}
+        for name, got in out.items():
+            tp = built.get(got)
+            if tp is None:
+                tp = built[got] = segments.type_proto(*got)
+            types[name] = tp
+    return types
+
+
+def _initializer_values(g: onnx.GraphProto, folder: Path | None) -> dict[str, Value]:
+    """The values of the initializers the per-node pass may read (small inline ones,
+    small integer ones kept in external data)."""
+    values: dict[str, Value] = {}
+    for init in g.initializer:
+        v = _inline_value(init)
+        if v is None and init.data_location == TensorProto.EXTERNAL:
+            v = _external_int_value(init, folder)
+        if v is not None:
+            values[init.name] = v
+    return values
+
+
+def _per_node(
+    g: onnx.GraphProto,
+    tables: tuple[
+        dict[str, onnx.TypeProto],
+        dict[str, tuple[int, tuple[int, ...]]],
+        dict[str, tuple | None],
+        dict[str, Value],
+    ],
+    imports: list[onnx.OperatorSetIdProto],
+    opset: int,
+) -> tuple[int, int]:
+    """Each node of the default domain with a non-static output inferred again (the
+    types, shapes and values of ``tables`` updated in place: types, initializers'
+    types, shapes, values); how many nodes were, and how many shapes improved."""
+    types, init_types, shapes, values = tables
+    reinferred = improved = 0
+    protos: dict[str, TensorProto] = {}
+    for node in g.node:
+        if node.domain not in ("", "ai.onnx") or not node.output:
+            continue
+        if not all(_static(shapes.get(t)) for t in node.output if t):
+            reinferred += 1
+            for t in node.input:
+                if t in init_types and t not in types:
+                    elem, dims = init_types[t]
+                    types[t] = onnxlite.tensor_type_proto(elem, list(dims))
+            improved += _reinfer(node, types, shapes, values, protos, imports, opset)
+        if len(node.output) == 1:
+            v = _node_value(node, values, shapes, opset)
+            if v is not None:
+                values[node.output[0]] = v
+    return reinferred, improved
 
 
 def _reinfer(
@@ -672,7 +665,7 @@ def _reinfer(
     keeps an output's new type when it knows more dims. Returns how many improved."""
     try:
         schema = onnxlite.get_schema(node.op_type, opset, node.domain)
-    except Exception:  # noqa: BLE001 - unknown op (or a model-local function)
+    except Exception:  # unknown op (or a model-local function)
         return 0
     in_types = {t: types[t] for t in node.input if t and t in types}
     data: dict[str, TensorProto] = {}
@@ -684,7 +677,7 @@ def _reinfer(
             data[t] = tp
     try:
         out = onnxlite.infer_node_outputs(schema, node, in_types, data, imports)
-    except Exception:  # noqa: BLE001 - inconsistent inputs: keep what we have
+    except Exception:  # inconsistent inputs: keep what we have
         return 0
     n = 0
     for name, tp in out.items():

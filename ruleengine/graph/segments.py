@@ -44,7 +44,7 @@ from ruleengine.graph import onnxlite
 if TYPE_CHECKING:
     import onnx
 
-    from ruleengine.graph.propagate import TypeReader
+    from ruleengine.graph.typeread import TypeReader
 
 # Nodes per segment, and the fewest nodes worth segmenting. Measured (docs/speed.md): in
 # one process the segmented child costs 17%, 9% and 12% more CPU than one whole call at
@@ -66,9 +66,10 @@ _CONTROL_FLOW = frozenset({"If", "Loop", "Scan", "SequenceMap"})
 _STANDARD = frozenset({"", "ai.onnx", "ai.onnx.ml"})
 _GRAPH_ATTRS = (5, 10)  # AttributeProto.GRAPH, GRAPHS
 _PROBE = "__autofusion_segment_probe__"
+_PROBE_OUT = _PROBE + "_out"
 _PREFIX = "unk__"
 
-Shape = tuple  # dims: int, str (symbolic) or None (unknown); see propagate.type_shape
+Shape = tuple  # dims: int, str (symbolic) or None (unknown); see typeread.type_shape
 Entry = tuple[int, Shape | None]  # (ONNX element type, shape)
 
 
@@ -123,7 +124,7 @@ def _type_bytes(elem: int, shape: Shape | None) -> bytes:
 
 
 def type_proto(elem: int, shape: Shape | None) -> onnx.TypeProto:
-    """The TypeProto of a tensor type as ``propagate.type_shape`` reads it."""
+    """The TypeProto of a tensor type as ``typeread.type_shape`` reads it."""
     return onnxlite.TypeProto.FromString(_type_bytes(elem, shape))
 
 
@@ -197,208 +198,294 @@ def segmented_types(
     ``fields``: the nodes and their fields, in file order; ``inline``: initializers (by
     position) whose small integer values, kept in external data, are written in, as in
     the whole call. None when segmenting could differ from the whole call."""
-    g = model.graph
-    nodes, ins, outs, ops = fields.nodes, fields.ins, fields.outs, fields.ops
+    io = _Declared.read(model.graph, reader)
+    if io is None:
+        return None
+    run = _Segments.start(model, fields, inline, reader, io)
+    if run is None:
+        return None
     size = size or SEGMENT_NODES
-    inits: dict[str, int] = {}
-    for k, t in enumerate(g.initializer):
-        inits.setdefault(t.name, k)
-    # The declared graph inputs and outputs: their types, and the names they use. A
-    # graph input (not an initializer) whose shape is not static means data propagation
-    # (``propagate._symbolic_inputs``): its partial values do not cross a segment.
-    inputs: dict[str, int] = {}
-    in_order: list[tuple[str, Entry]] = []
-    static: dict[Any, bool] = {}
-    for k, vi in enumerate(g.input):
-        name = vi.name
-        inputs.setdefault(name, k)
-        if vi.HasField("type"):
-            got = reader.read(vi.type)
-            if got is None:
-                return None  # a sequence or map: its names are not read here
-            known = static.get(got[1])
-            if known is None:
-                shape = got[1]
-                known = static[got[1]] = shape is not None and all(type(d) is int for d in shape)
-            if not known and name not in inits:
-                return None
-            in_order.append((name, got))
-    declared = dict(in_order)
-    outputs: dict[str, int] = {}
-    out_declared: dict[str, Entry] = {}
-    for k, vi in enumerate(g.output):
-        outputs.setdefault(vi.name, k)
-        if vi.HasField("type"):
-            got = reader.read(vi.type)
-            if got is None:
-                return None
-            out_declared[vi.name] = got
-    existing = {d for _, s in {*declared.values(), *out_declared.values()} for d in _symbols(s)}
-    probe_out = _PROBE + "_out"
-    if {_PROBE, probe_out} & (inputs.keys() | outputs.keys() | inits.keys()):
-        return None
-    scanned = _node_starts(g, len(nodes))
-    if scanned is None:
-        return None
-    node_bytes, starts, init_spans = scanned
-    view = memoryview(node_bytes)  # (slices of it are not copies)
+    n = len(fields.ops)
+    for a in range(0, n, size):
+        if not run.infer(a, min(a + size, n)):
+            return None
+    return run.entries()
 
-    def init_field(k: int) -> bytes | memoryview:
+
+class _Declared(NamedTuple):
+    """The model's initializers, declared graph inputs and outputs: positions, types and
+    the symbolic names they use."""
+
+    inits: dict[str, int]  # name -> position (the first)
+    inputs: dict[str, int]
+    in_order: list[tuple[str, Entry]]  # the typed graph inputs, in order
+    declared: dict[str, Entry]  # the same, by name
+    outputs: dict[str, int]
+    out_declared: dict[str, Entry]
+    existing: set[str]  # the symbolic dim names they use
+
+    @classmethod
+    def read(cls, g: onnx.GraphProto, reader: TypeReader) -> _Declared | None:
+        """None for a non-tensor type, or for a graph input (not an initializer) whose
+        shape is not static: that means data propagation (``propagate._symbolic_inputs``),
+        and its partial values do not cross a segment."""
+        inits: dict[str, int] = {}
+        for k, t in enumerate(g.initializer):
+            inits.setdefault(t.name, k)
+        inputs: dict[str, int] = {}
+        in_order: list[tuple[str, Entry]] = []
+        static: dict[Any, bool] = {}
+        for k, vi in enumerate(g.input):
+            name = vi.name
+            inputs.setdefault(name, k)
+            if vi.HasField("type"):
+                got = reader.read(vi.type)
+                if got is None:
+                    return None  # a sequence or map: its names are not read here
+                known = static.get(got[1])
+                if known is None:
+                    shape = got[1]
+                    known = static[got[1]] = shape is not None and all(
+                        type(d) is int for d in shape
+                    )
+                if not known and name not in inits:
+                    return None
+                in_order.append((name, got))
+        declared = dict(in_order)
+        outputs: dict[str, int] = {}
+        out_declared: dict[str, Entry] = {}
+        for k, vi in enumerate(g.output):
+            outputs.setdefault(vi.name, k)
+            if vi.HasField("type"):
+                got = reader.read(vi.type)
+                if got is None:
+                    return None
+                out_declared[vi.name] = got
+        existing = {d for _, s in {*declared.values(), *out_declared.values()} for d in _symbols(s)}
+        return cls(inits, inputs, in_order, declared, outputs, out_declared, existing)
+
+
+class _Segments:
+    """The segments inferred so far, in file order: the types onnx gave their tensors
+    (renamed to the whole call's ``unk__`` names) and what the next segment needs to be
+    made (the graph's bytes, where each node begins, the Constants)."""
+
+    def __init__(
+        self,
+        model: onnx.ModelProto,
+        fields: NodeFields,
+        inline: Mapping[int, np.ndarray],
+        reader: TypeReader,
+        io: _Declared,
+        scanned: tuple[bytes, list[int], list[tuple[int, int]]],
+    ) -> None:
+        self.g = model.graph
+        self.fields = fields
+        self.inline = inline
+        self.reader = reader
+        self.io = io
+        node_bytes, self.starts, self.init_spans = scanned
+        self.view = memoryview(node_bytes)  # (slices of it are not copies)
+        outs, ops = fields.outs, fields.ops
+        self.constants = {outs[i][0]: i for i, op in enumerate(ops) if op == "Constant" and outs[i]}
+        header = onnxlite.ModelProto()
+        header.ir_version = model.ir_version
+        header.opset_import.extend(model.opset_import)
+        self.head = header.SerializeToString()
+        self.probe = _field(11, _value_info(_PROBE, _type_bytes(1, (1,)))) + _field(
+            1,
+            _field(1, _PROBE.encode()) + _field(2, _PROBE_OUT.encode()) + _field(4, b"NonZero"),
+        )
+        self.counter = _Counter(io.existing)
+        # every node output typed so far (the whole call's names), in the whole call's
+        # value_info order; the graph outputs, as merged with their declared types
+        self.types: dict[str, Entry] = {}
+        self.out_types: dict[str, Entry] = {}
+        self.sym_cache: dict[Shape, tuple[str, ...]] = {}  # shape -> its symbolic dims
+        self.produced: list[set[str]] = []  # node outputs of the segments done (untyped too)
+        self.typed_bytes: dict[Entry, bytes] = {}  # one TypeProto's bytes per (dtype, shape)
+
+    @classmethod
+    def start(
+        cls,
+        model: onnx.ModelProto,
+        fields: NodeFields,
+        inline: Mapping[int, np.ndarray],
+        reader: TypeReader,
+        io: _Declared,
+    ) -> _Segments | None:
+        """None when the probe's names are taken or the nodes' bytes cannot be found."""
+        if {_PROBE, _PROBE_OUT} & (io.inputs.keys() | io.outputs.keys() | io.inits.keys()):
+            return None
+        scanned = _node_starts(model.graph, len(fields.nodes))
+        if scanned is None:
+            return None
+        return cls(model, fields, inline, reader, io, scanned)
+
+    def init_field(self, k: int) -> bytes | memoryview:
         """Initializer ``k`` as a segment's field: its bytes in the graph's, unless a
         small integer value kept in external data is written in (``inline``)."""
-        if k in inline:
-            return _field(5, _init_bytes(g.initializer[k], k, inline))
-        start, end = init_spans[k]
-        return view[start:end]
+        if k in self.inline:
+            return _field(5, _init_bytes(self.g.initializer[k], k, self.inline))
+        start, end = self.init_spans[k]
+        return self.view[start:end]
 
-    constants = {outs[i][0]: i for i, op in enumerate(ops) if op == "Constant" and outs[i]}
-
-    header = onnxlite.ModelProto()
-    header.ir_version = model.ir_version
-    header.opset_import.extend(model.opset_import)
-    head = header.SerializeToString()
-    probe = _field(11, _value_info(_PROBE, _type_bytes(1, (1,)))) + _field(
-        1,
-        _field(1, _PROBE.encode()) + _field(2, probe_out.encode()) + _field(4, b"NonZero"),
-    )
-    counter = _Counter(existing)
-    # every node output typed so far (the whole call's names), in the whole call's
-    # value_info order; the graph outputs, as merged with their declared types
-    types: dict[str, Entry] = {}
-    out_types: dict[str, Entry] = {}
-    sym_cache: dict[Shape, tuple[str, ...]] = {}  # shape -> its symbolic dims
-
-    def syms(shape: Shape) -> tuple[str, ...]:
-        got = sym_cache.get(shape)
+    def syms(self, shape: Shape) -> tuple[str, ...]:
+        """The symbolic dims of ``shape`` (each distinct shape read once)."""
+        got = self.sym_cache.get(shape)
         if got is None:
-            got = sym_cache[shape] = tuple(_symbols(shape))
+            got = self.sym_cache[shape] = tuple(_symbols(shape))
         return got
 
-    produced: list[set[str]] = []  # node outputs of the segments done (untyped ones too)
-    typed_bytes: dict[Entry, bytes] = {}  # one TypeProto's bytes per (dtype, shape)
-
-    def typed_input(t: str, got: Entry) -> bytes:
+    def typed_input(self, t: str, got: Entry) -> bytes:
         """``t`` as a segment input of type ``got`` (a ValueInfoProto field)."""
-        tb = typed_bytes.get(got)
+        tb = self.typed_bytes.get(got)
         if tb is None:
-            tb = typed_bytes[got] = _type_bytes(*got)
+            tb = self.typed_bytes[got] = _type_bytes(*got)
         return _field(11, _value_info(t, tb))
 
-    for a in range(0, len(ops), size):
-        b = min(a + size, len(ops))
+    def infer(self, a: int, b: int) -> bool:
+        """Infer the segment of nodes [a, b) and keep its types; False when segmenting
+        could differ from the whole call."""
+        ins, outs = self.fields.ins, self.fields.outs
         made: set[str] = set().union(*outs[a:b])
         needed = set().union(*ins[a:b]) - made
         made.discard("")
         needed.discard("")
-        if _PROBE in needed or probe_out in needed or _PROBE in made or probe_out in made:
-            return None
-        parts: list[bytes] = []  # the Constants copied in, then (below) the nodes
+        if _PROBE in needed or _PROBE_OUT in needed or _PROBE in made or _PROBE_OUT in made:
+            return False
+        got = self._inputs(a, needed)
+        if got is None:
+            return False
+        parts, carried, seen_syms = got
+        io, g = self.io, self.g
+        parts.insert(len(carried), self.view[self.starts[a] : self.starts[b]])
+        for t in sorted(made.intersection(io.outputs), key=io.outputs.__getitem__):
+            parts.append(_field(12, g.output[io.outputs[t]].SerializeToString()))
+            seen_syms.update(_symbols(io.out_declared.get(t, (0, None))[1]))
+        parts.append(self.probe)
+        data = b"".join(parts)
+        del parts
+        # (the result's value_info and outputs read from its bytes: no message made)
+        inferred = _inferred(onnxlite.infer_shapes_bytes(self.head + _field(7, data), False))
+        del data
+        if inferred is None or not self._take(*inferred, made, carried, seen_syms):
+            return False
+        self.produced.append(made)
+        return True
+
+    def _inputs(self, a: int, needed: set[str]) -> tuple[list[Any], set[str], set[str]] | None:
+        """The fields that give the segment starting at node ``a`` what it reads from
+        outside it: the Constants copied in (first), then the typed inputs and small
+        initializers; with the Constants' outputs and the names its symbol table starts
+        with. None when a name is read before (or without) being produced."""
+        io, g, nodes = self.io, self.g, self.fields.nodes
+        parts: list[Any] = []  # the Constants copied in, then (below) the nodes
         carried: set[str] = set()  # Constant outputs copied in (not inferred here)
         seen_syms: set[str] = set()  # the names this segment's symbol table starts with
         for t in sorted(needed):
-            if t in inputs:
-                got = declared.get(t)
+            if t in io.inputs:
+                got = io.declared.get(t)
                 # a tensor type with its element type and every dim known or named (a
                 # dim read as None may be an empty name: as declared, then)
                 if got is not None and got[0] and (got[1] is None or None not in got[1]):
-                    parts.append(typed_input(t, got))
-                    if got[1]:
-                        seen_syms.update(syms(got[1]))
+                    parts.append(self.typed_input(t, got))
                 else:  # as declared (no type, or no element type)
-                    parts.append(_field(11, g.input[inputs[t]].SerializeToString()))
-                    if got is not None and got[1]:
-                        seen_syms.update(syms(got[1]))
-                if t in inits:
-                    k = inits[t]
+                    parts.append(_field(11, g.input[io.inputs[t]].SerializeToString()))
+                if got is not None and got[1]:
+                    seen_syms.update(self.syms(got[1]))
+                if t in io.inits:
+                    k = io.inits[t]
                     if _numel(g.initializer[k]) <= VALUE_NUMEL:
-                        parts.append(init_field(k))
+                        parts.append(self.init_field(k))
                 continue
-            k = inits.get(t, -1)
+            k = io.inits.get(t, -1)
             if k >= 0:
                 init = g.initializer[k]
                 if _numel(init) <= VALUE_NUMEL:
-                    parts.append(init_field(k))
+                    parts.append(self.init_field(k))
                 else:  # a weight: its type only
                     got = (init.data_type, tuple(init.dims))
                     if not got[0]:
                         return None
-                    parts.append(typed_input(t, got))
+                    parts.append(self.typed_input(t, got))
                 continue
-            j = constants.get(t)
+            j = self.constants.get(t)
             if j is not None and j < a and _small_constant(nodes[j]):
-                parts.insert(len(carried), view[starts[j] : starts[j + 1]])
+                parts.insert(len(carried), self.view[self.starts[j] : self.starts[j + 1]])
                 carried.add(t)
                 continue
-            got = types.get(t) or out_types.get(t)
+            got = self.types.get(t) or self.out_types.get(t)
             if got is not None:
                 if got[1] is not None and None in got[1]:
                     return None  # an empty dim name (onnx names every unknown dim)
-                parts.append(typed_input(t, got))
+                parts.append(self.typed_input(t, got))
                 if got[1]:
-                    seen_syms.update(syms(got[1]))
+                    seen_syms.update(self.syms(got[1]))
                 continue
-            if any(t in earlier for earlier in produced):
+            if any(t in earlier for earlier in self.produced):
                 continue  # an earlier node's output onnx left untyped: untyped here too
             return None  # read before it is produced (or never): the whole call
-        parts.insert(len(carried), view[starts[a] : starts[b]])
-        for t in sorted(made.intersection(outputs), key=outputs.__getitem__):
-            parts.append(_field(12, g.output[outputs[t]].SerializeToString()))
-            seen_syms.update(_symbols(out_declared.get(t, (0, None))[1]))
-        parts.append(probe)
-        data = b"".join(parts)
-        del parts
-        # (the result's value_info and outputs read from its bytes: no message made)
-        inferred = _inferred(onnxlite.infer_shapes_bytes(head + _field(7, data), False))
-        del data
-        if inferred is None:
-            return None
-        vis, rg_outputs = inferred
-        read = reader.read_bytes
+        return parts, carried, seen_syms
+
+    def _take(
+        self,
+        vis: list[NameType],
+        rg_outputs: list[NameType],
+        made: set[str],
+        carried: set[str],
+        seen_syms: set[str],
+    ) -> bool:
+        """Keep a segment's inferred types (value_info ``vis``, outputs ``rg_outputs``),
+        its own ``unk__`` names renumbered as the whole call numbers them."""
+        read = self.reader.read_bytes
         # the probe, last: where the segment's counter stopped
         stop = read(vis[-1][1] or b"") if vis else None
-        if not vis or vis[-1][0] != probe_out or stop is None:
-            return None
+        if not vis or vis[-1][0] != _PROBE_OUT or stop is None:
+            return False
         last = stop[1][-1] if stop[1] else None
         if not isinstance(last, str) or not last.startswith(_PREFIX):
-            return None  # (the probe's dim is always made: a different onnx)
+            return False  # (the probe's dim is always made: a different onnx)
         if not last[len(_PREFIX) :].isdigit():
-            return None
-        # the segment's own names, renumbered as the whole call numbers them
+            return False
         own = _made_in_segment(int(last[len(_PREFIX) :]), seen_syms)
-        rename = dict(zip(own, counter.take(len(own)), strict=True)) if own else None
+        rename = dict(zip(own, self.counter.take(len(own)), strict=True)) if own else None
         fixed: dict[Entry, Entry] = {}  # (each distinct entry renamed once)
+        types = self.types
         for name, tb in vis:
             got = read(tb or b"")  # (no type field: the empty TypeProto, no tensor type)
             if got is None:
                 if name in made:  # a node output of no tensor type: not representable
-                    return None
+                    return False
                 continue
             if carried and name in carried:
                 continue
             if rename is not None:
                 got = _renamed(got, rename, fixed)
             types[name] = got
-        del types[probe_out]
+        del types[_PROBE_OUT]
         for name, tb in rg_outputs:
             if tb is None:
                 continue  # (its inferred type went to value_info, as in one call)
             got = read(tb)
             if got is None:
-                return None
+                return False
             if rename is not None:
                 got = _renamed(got, rename, fixed)
-            out_types[name] = got
-        del inferred, vis, rg_outputs
-        produced.append(made)
-    entries: dict[str, Entry] = dict(in_order)
-    entries.update(types)
-    for vi in g.output:
-        got = out_types.get(vi.name)
-        if got is None:
-            got = out_declared.get(vi.name)  # produced by no node: as declared
-        if got is not None:
-            entries[vi.name] = got
-    return entries
+            self.out_types[name] = got
+        return True
+
+    def entries(self) -> dict[str, Entry]:
+        """The graph inputs', the tensors' and the graph outputs' types, in that order."""
+        entries: dict[str, Entry] = dict(self.io.in_order)
+        entries.update(self.types)
+        for vi in self.g.output:
+            got = self.out_types.get(vi.name)
+            if got is None:
+                got = self.io.out_declared.get(vi.name)  # produced by no node: as declared
+            if got is not None:
+                entries[vi.name] = got
+        return entries
 
 
 def _renamed(got: Entry, rename: dict[str, str], fixed: dict[Entry, Entry]) -> Entry:

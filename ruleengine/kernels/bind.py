@@ -9,7 +9,7 @@ the group; every tensor leaving the group must be an output of the kernel.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -239,32 +239,40 @@ def _fold(graph: Graph, tensor: str, seen: dict[str, Any]) -> np.ndarray | None:
         args.append(_folded(graph, t, seen) if t else None)
         if args[0] is None:
             return None
-    x = args[0]
     with np.errstate(all="ignore"):
-        if op in _UNARY:
-            return np.asarray(_UNARY[op](x))
-        if op == "Cast":
-            return x.astype(onnxlite.np_dtype(int(attrs["to"])))
-        if op in _VIEWS and info.is_static:
-            return x.reshape(info.shape)  # type: ignore[arg-type]
-        if len(args) < 2 or args[1] is None:
-            return None
-        y = args[1]
-        if op in _BINARY:
-            return np.asarray(_BINARY[op](x, y)).astype(x.dtype)
-        if op == "Div":
-            q = np.trunc(x / y) if np.issubdtype(x.dtype, np.integer) else x / y
-            return np.asarray(q).astype(x.dtype)
-        if op == "Gather":
-            return np.take(x, y, axis=int(attrs.get("axis") or 0))
-        if op == "Slice" and x.ndim == 1 and len(args) >= 3 and args[2] is not None:
-            axes, steps = [
-                None if a is None else a.reshape(-1).tolist() for a in [*args[3:5], None, None][:2]
-            ]
-            if axes not in (None, [0], [-1]) or steps not in (None, [1]):
-                return None  # a slice of a 1-D shape vector only
-            start, end = int(y.reshape(-1)[0]), int(args[2].reshape(-1)[0])
-            return x[start:end]
+        return _computed(op, attrs, args, info)
+
+
+def _computed(
+    op: str, attrs: Mapping[str, Any], args: list[np.ndarray | None], info: Any
+) -> np.ndarray | None:
+    """The output ``op`` computes from its folded inputs ``args`` (the first one given),
+    or None for an op not folded here; ``info``: the output tensor."""
+    x = args[0]
+    if op in _UNARY:
+        return np.asarray(_UNARY[op](x))
+    if op == "Cast":
+        return x.astype(onnxlite.np_dtype(int(attrs["to"])))
+    if op in _VIEWS and info.is_static:
+        return x.reshape(info.shape)  # type: ignore[arg-type]
+    if len(args) < 2 or args[1] is None:
+        return None
+    y = args[1]
+    if op in _BINARY:
+        return np.asarray(_BINARY[op](x, y)).astype(x.dtype)
+    if op == "Div":
+        q = np.trunc(x / y) if np.issubdtype(x.dtype, np.integer) else x / y
+        return np.asarray(q).astype(x.dtype)
+    if op == "Gather":
+        return np.take(x, y, axis=int(attrs.get("axis") or 0))
+    if op == "Slice" and x.ndim == 1 and len(args) >= 3 and args[2] is not None:
+        axes, steps = [
+            None if a is None else a.reshape(-1).tolist() for a in [*args[3:5], None, None][:2]
+        ]
+        if axes not in (None, [0], [-1]) or steps not in (None, [1]):
+            return None  # a slice of a 1-D shape vector only
+        start, end = int(y.reshape(-1)[0]), int(args[2].reshape(-1)[0])
+        return x[start:end]
     return None
 
 
@@ -399,23 +407,7 @@ def bind(
     ops = tuple(group.op_types)
     fitting = [f for f in entry.forms if f.ops is None or ops in f.ops]
     if not fitting and (not entry.forms or entry.structure is not None):
-        # no reference semantics for this structure: the structural contract, if any (a
-        # generated kernel's ports are the group's own inputs and outputs)
-        ins, outs, problems = _bind_ports(graph, group, rule, entry, None, nodes)
-        if entry.forms:
-            problems = []
-        attrs, _ = attribute_values(graph, nodes, rule, entry)
-        ports = tuple(ins.items()) + tuple(outs.items())
-        if entry.structure is None:
-            return None, _with(base, status="no-reference", ports=ports, attributes=attrs)
-        from ruleengine.kernels.structure import check
-
-        problems += check(graph, nodes, group.outputs, entry.structure)
-        if problems:
-            return None, _with(
-                base, status="unbound", ports=ports, attributes=attrs, reason="; ".join(problems)
-            )
-        return None, _with(base, status="structural", ports=ports, attributes=attrs)
+        return None, _structural(graph, group, rule, entry, nodes, base)
     first: tuple[Any, ...] | None = None
     for form in fitting:
         ins, outs, problems = _bind_ports(graph, group, rule, entry, form, nodes)
@@ -464,6 +456,29 @@ def bind(
     return None, _with(
         base, status="unbound", ports=ports, attributes=attrs, reason="; ".join(problems)
     )
+
+
+def _structural(
+    graph: Graph, group: Any, rule: Rule, entry: KernelEntry, nodes: _Members, base: Contract
+) -> Contract:
+    """The contract of a group no form fits: no reference semantics for its structure,
+    so the structural contract, if any (a generated kernel's ports are the group's own
+    inputs and outputs)."""
+    ins, outs, problems = _bind_ports(graph, group, rule, entry, None, nodes)
+    if entry.forms:
+        problems = []
+    attrs, _ = attribute_values(graph, nodes, rule, entry)
+    ports = tuple(ins.items()) + tuple(outs.items())
+    if entry.structure is None:
+        return _with(base, status="no-reference", ports=ports, attributes=attrs)
+    from ruleengine.kernels.structure import check
+
+    problems += check(graph, nodes, group.outputs, entry.structure)
+    if problems:
+        return _with(
+            base, status="unbound", ports=ports, attributes=attrs, reason="; ".join(problems)
+        )
+    return _with(base, status="structural", ports=ports, attributes=attrs)
 
 
 def bind_groups(

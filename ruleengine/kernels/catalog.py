@@ -21,6 +21,7 @@ from ruleengine.diagnostics import codes
 from ruleengine.diagnostics.model import Diagnostic, Location
 from ruleengine.errors import AutofusionError
 from ruleengine.kernels.model import (
+    FUSED_DOMAIN,
     Binding,
     Catalog,
     Form,
@@ -31,7 +32,6 @@ from ruleengine.kernels.model import (
     Structure,
 )
 from ruleengine.resources import data_dir, schema_path
-from ruleengine.rewrite.model import FUSED_DOMAIN
 
 KERNEL_SUFFIXES = (".yaml", ".yml")
 FUNCTION_OPSET = 17  # the opset forms are parsed at; the rewriter sets the model's
@@ -45,7 +45,7 @@ class CatalogError(AutofusionError):
 
 
 @functools.cache
-def _validator():  # noqa: ANN202 - jsonschema type
+def _validator():  # jsonschema type
     import jsonschema
 
     return jsonschema.Draft202012Validator(json.loads(schema_path("kernel").read_text()))
@@ -78,7 +78,7 @@ def _parse_function(
     source = f"{header}{kernel} {'<' + decl + '> ' if decl else ''}{text.strip()}\n"
     try:
         fn = onnxlite.parse_function(source)
-    except Exception as exc:  # noqa: BLE001 - the parser raises its own error type
+    except Exception as exc:  # the parser raises its own error type
         raise _error(f"kernel {kernel} form {form}: not an ONNX function: {exc}", where) from None
     return fn.SerializeToString(), tuple(fn.input), tuple(fn.output)
 
@@ -135,7 +135,7 @@ def _schema_attributes(op: str, opset: int) -> frozenset[str] | None:
 
     try:
         return frozenset(onnxlite.get_schema(op, opset, "").attributes)
-    except Exception:  # noqa: BLE001 - onnx raises SchemaError: the op is not at that opset
+    except Exception:  # onnx raises SchemaError: the op is not at that opset
         return None
 
 
@@ -146,7 +146,7 @@ def _newest_default(op: str, attribute: str) -> Any:
 
     try:
         a = onnxlite.newest_schema(op, "").attributes.get(attribute)
-    except Exception:  # noqa: BLE001 - unknown op
+    except Exception:  # unknown op
         return None
     default = None if a is None else onnxlite.attribute_default(a)
     if default is None or not default.name:
@@ -296,8 +296,31 @@ def load_entry(path: Path) -> KernelEntry:
             hint="see docs/kernels.md and schemas/kernel.schema.json",
         )
     name = data["kernel"]
+    attrs = _attributes(data.get("attributes") or {})
+    inputs, outputs = _ports(data.get("inputs")), _ports(data.get("outputs"))
+    forms = [
+        _form(name, f, attrs, (inputs, outputs), doc.marks.value(("forms", i, "function")),
+              doc.marks.value(("forms", i)))
+        for i, f in enumerate(data.get("forms") or ())
+    ]  # fmt: skip
+    return KernelEntry(
+        name,
+        int(data.get("version", 1)),
+        data.get("description", ""),
+        inputs,
+        outputs,
+        tuple(attrs),
+        tuple(forms),
+        Location(str(path), 1, 1),
+        open_attributes="attributes" not in data,
+        structure=_structure(data.get("structure"), name, doc.marks.value(("structure",))),
+    )
+
+
+def _attributes(specs: dict[str, Any]) -> list[KernelAttr]:
+    """The kernel's typed attributes, as its entry declares them."""
     attrs = []
-    for key, spec in (data.get("attributes") or {}).items():
+    for key, spec in specs.items():
         source = spec.get("from") or {}
         attrs.append(
             KernelAttr(
@@ -310,57 +333,52 @@ def load_entry(path: Path) -> KernelEntry:
                 spec.get("description"),
             )
         )
-    inputs, outputs = _ports(data.get("inputs")), _ports(data.get("outputs"))
-    forms = []
-    for i, f in enumerate(data.get("forms") or ()):
-        where = doc.marks.value(("forms", i, "function"))
-        blob, fin, fout = _parse_function(name, f["name"], attrs, f["function"], where)
-        known_in = {p.name for p in inputs or ()}
-        known_out = {p.name for p in outputs or ()}
-        unknown = [p for p in fin if p not in known_in] + [p for p in fout if p not in known_out]
-        if unknown:
-            raise _error(
-                f"kernel {name} form {f['name']}: {', '.join(unknown)} not among the kernel's "
-                "inputs/outputs",
-                where,
-            )
-        ops = None
-        if "ops" in f:  # one op type sequence, or a list of alternative sequences
-            seqs = f["ops"] if isinstance(f["ops"][0], list) else [f["ops"]]
-            ops = tuple(tuple(seq) for seq in seqs)
-        declared = {a.name for a in attrs}
-        names = known_in | known_out | declared
-        wrong = [k for k in (*f.get("attributes", {}), *f.get("bind", {})) if k not in names]
-        wrong += [k for k in f.get("attributes", {}) if k not in declared]
-        if wrong:
-            raise _error(
-                f"kernel {name} form {f['name']}: {wrong[0]} is not a port or attribute of the "
-                "kernel",
-                doc.marks.value(("forms", i)),
-            )
-        forms.append(
-            Form(
-                f["name"],
-                ops,
-                fin,
-                fout,
-                blob,
-                tuple(f.get("attributes", {}).items()),
-                tuple((k, _bindings(v)) for k, v in f.get("bind", {}).items()),
-                _min_opset(blob),
-            )
+    return attrs
+
+
+def _form(
+    name: str,
+    f: dict[str, Any],
+    attrs: list[KernelAttr],
+    ports: tuple[tuple[Port, ...] | None, tuple[Port, ...] | None],
+    where: Location | None,
+    form_where: Location | None,
+) -> Form:
+    """One form of kernel ``name`` (its reference function parsed); refused when it
+    names a port or an attribute the kernel does not have."""
+    inputs, outputs = ports
+    blob, fin, fout = _parse_function(name, f["name"], attrs, f["function"], where)
+    known_in = {p.name for p in inputs or ()}
+    known_out = {p.name for p in outputs or ()}
+    unknown = [p for p in fin if p not in known_in] + [p for p in fout if p not in known_out]
+    if unknown:
+        raise _error(
+            f"kernel {name} form {f['name']}: {', '.join(unknown)} not among the kernel's "
+            "inputs/outputs",
+            where,
         )
-    return KernelEntry(
-        name,
-        int(data.get("version", 1)),
-        data.get("description", ""),
-        inputs,
-        outputs,
-        tuple(attrs),
-        tuple(forms),
-        Location(str(path), 1, 1),
-        open_attributes="attributes" not in data,
-        structure=_structure(data.get("structure"), name, doc.marks.value(("structure",))),
+    ops = None
+    if "ops" in f:  # one op type sequence, or a list of alternative sequences
+        seqs = f["ops"] if isinstance(f["ops"][0], list) else [f["ops"]]
+        ops = tuple(tuple(seq) for seq in seqs)
+    declared = {a.name for a in attrs}
+    names = known_in | known_out | declared
+    wrong = [k for k in (*f.get("attributes", {}), *f.get("bind", {})) if k not in names]
+    wrong += [k for k in f.get("attributes", {}) if k not in declared]
+    if wrong:
+        raise _error(
+            f"kernel {name} form {f['name']}: {wrong[0]} is not a port or attribute of the kernel",
+            form_where,
+        )
+    return Form(
+        f["name"],
+        ops,
+        fin,
+        fout,
+        blob,
+        tuple(f.get("attributes", {}).items()),
+        tuple((k, _bindings(v)) for k, v in f.get("bind", {}).items()),
+        _min_opset(blob),
     )
 
 
@@ -411,14 +429,14 @@ def catalog_for(folders: Sequence[str | Path] = ()) -> Catalog:
 
 class PendingCatalog:
     """``catalog_for(folders)`` begun. The bundled catalog alone, not loaded yet in this
-    process, with ``jobs`` > 1: a forked child (``graph.forked.Forked``) loads it (YAML,
+    process, with ``jobs`` > 1: a forked child (``procs.Forked``) loads it (YAML,
     JSON Schema, ONNX's function parser: 0.2-0.3 s) while the caller loads the rules, and
     sends it back pickled. A catalog with ``--kernels`` folders loads here at once, so
     that their errors come first as before; so does the bundled one when the child
     fails (``result`` then raises what loading raises)."""
 
     def __init__(self, folders: Sequence[str | Path] = (), jobs: int = 1) -> None:
-        from ruleengine.graph.forked import Forked, forkable
+        from ruleengine.procs import Forked, forkable
 
         self._folders = tuple(folders)
         self._child: Forked | None = None
@@ -434,7 +452,7 @@ class PendingCatalog:
         if child is not None and _BUNDLED is None:
             try:
                 _BUNDLED = pickle.loads(child.result())
-            except Exception:  # noqa: BLE001 - any fault of the child: loaded here
+            except Exception:  # any fault of the child: loaded here
                 pass
         if self._catalog is None:
             self._catalog = bundled_catalog()

@@ -13,8 +13,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from ruleengine.diagnostics import codes
-from ruleengine.diagnostics.model import Diagnostic
-from ruleengine.kernels.model import Catalog, KernelAttr
+from ruleengine.diagnostics.model import Diagnostic, Location
+from ruleengine.kernels.model import Catalog, KernelAttr, KernelEntry
 from ruleengine.rules.model import Rule
 
 _TYPES = {
@@ -104,9 +104,15 @@ def _lint_one(rule: Rule, target: str, catalog: Catalog) -> list[Diagnostic]:
             )
     if entry.inputs is None or not rw.inputs:
         return out
-    ports = [p.name for p in entry.inputs]
+    return out + _lint_ports(rule, entry, where)
+
+
+def _lint_ports(rule: Rule, entry: KernelEntry, where: Location | None) -> list[Diagnostic]:
+    """The findings of a rule's ``rewrite.inputs`` against the kernel's input ports."""
+    out: list[Diagnostic] = []
+    ports = [p.name for p in entry.inputs or ()]
     seen: set[int] = set()
-    for item in rw.inputs:
+    for item in rule.rewrite.inputs:
         place = item.location or where
         name = ports[item.input_port] if item.input_port < len(ports) else None
         problem = None

@@ -13,6 +13,9 @@ from typing import Any
 
 from ruleengine.diagnostics.model import Location
 
+# The ONNX domain of every fused node and of its kernel's reference function.
+FUSED_DOMAIN = "autofusion"
+
 
 @dataclass(frozen=True)
 class Binding:

@@ -5,7 +5,7 @@ one (``assert_fact``: no parsing), the compiled program loaded as text, one quer
 rule head.
 
 With ``jobs`` > 1 the rule heads' clauses are dealt out to that many processes (this one
-and forked children, ``graph.forked``): pyDatalog is pure Python and holds the GIL, so a
+and forked children, ``procs``): pyDatalog is pure Python and holds the GIL, so a
 second core helps only through a second process. A head's answers are the union of its
 clauses' answers (a query's answers are a set: pyDatalog keys them by value), so each
 process asks for its share of every head's clauses under a head name of its own, and
@@ -100,7 +100,7 @@ def run_staged(
         else:
             text, parts = shares
             load(text)
-            from ruleengine.graph.forked import Forked, forkable
+            from ruleengine.procs import Forked, forkable
 
             children = [Forked(_asked_bytes, part) for part in parts[1:]] if forkable(jobs) else []
             mine = parts[0] if children else [q for part in parts for q in part]

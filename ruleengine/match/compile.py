@@ -27,10 +27,13 @@ from dataclasses import dataclass, field
 from functools import cached_property
 
 from ruleengine.errors import UsageError
-from ruleengine.ops.classes import OPAQUE_MARKER, commutative_ops, op_classes
-from ruleengine.ops.composites import CompositeForm, const_rtol, expand_composite
+from ruleengine.ops.classes import OPAQUE_MARKER, commutative_ops
+from ruleengine.ops.composites import CompositeForm, const_rtol
 from ruleengine.ops.model import OpAlias
-from ruleengine.rules.model import Rule, RuleSet
+from ruleengine.rules.model import MatchAlternative, Rule, RuleSet
+
+# slot resolution and the clause budget are the rules' (``check`` reads them too)
+from ruleengine.rules.slots import MAX_CLAUSES_PER_RULE, SlotSpec, clause_count, resolve_type
 
 # Static rarity rank (lower = usually rarer in real graphs), used to order body literals
 # when no fact counts are known (explain-rule) and to break ties.
@@ -40,47 +43,11 @@ _RARITY = (
     "Reshape"
 ).split()
 
-# Clauses one rule may expand to (alternatives x repeat lengths x composite forms). Each
-# clause is a separate query; with repeated ops of overlapping types every clause answers
-# at every anchor, so cost grows with this product (measured: 3 @elementwise ops each
-# repeat 1..16, 4,096 clauses, took 54 s and 3 GB on a 200-node chain). The bundled
-# library needs at most 768 (attention_heads); `check` refuses more (AF330) before any model.
-MAX_CLAUSES_PER_RULE = 1024
 PAD = "-"  # head padding for clauses with fewer node variables than the head
 
 
 def rarity(types: frozenset[str]) -> int:
     return max((_RARITY.index(t) if t in _RARITY else len(_RARITY) // 2) for t in types)
-
-
-# ---------------------------------------------------------------- slot resolution
-
-
-@dataclass(frozen=True)
-class SlotSpec:
-    """What one pattern op can bind: single nodes of ``types`` and/or composite forms."""
-
-    types: frozenset[str]
-    forms: tuple[CompositeForm, ...] = ()
-    alias: OpAlias | None = None
-
-
-def resolve_type(type_name: str, aliases: Mapping[str, OpAlias]) -> SlotSpec:
-    """A rule op type (ONNX name, alias, ``@class`` or composite name) -> what it binds."""
-    if type_name.startswith("@"):
-        return SlotSpec(op_classes().get(type_name, frozenset()))
-    alias = aliases.get(type_name)
-    if alias is not None:
-        names = tuple(alias.composites) or ((alias.composite,) if alias.composite else ())
-        forms: list[CompositeForm] = []
-        for name in names:
-            for comp in expand_composite(name):
-                forms.extend(f for f in comp.forms if f not in forms)
-        return SlotSpec(frozenset(alias.onnx_types), tuple(forms), alias)
-    comps = expand_composite(type_name)
-    if comps:
-        return SlotSpec(frozenset(), tuple(f for c in comps for f in c.forms))
-    return SlotSpec(frozenset({type_name}))
 
 
 # ---------------------------------------------------------------- concrete patterns
@@ -187,20 +154,6 @@ def _is_commutative(types: frozenset[str]) -> bool:
     return bool(types) and all(t in comm for t in types)
 
 
-def clause_count(rule: Rule, aliases: Mapping[str, OpAlias]) -> int:
-    """How many clauses ``concretize`` makes of ``rule``, without making them."""
-    total = 0
-    for alt in rule.alternatives:
-        n = 1
-        for op in alt.ops:
-            spec = resolve_type(op.type, aliases)
-            lo, hi = max(op.repeat_min, 0), max(op.repeat_max, op.repeat_min, 1)
-            kinds = (1 if spec.types else 0) + len(spec.forms)
-            n *= kinds * (hi - max(lo, 1) + 1) + (1 if lo == 0 else 0)  # + absent
-        total += n
-    return total
-
-
 def check_budget(rule: Rule, aliases: Mapping[str, OpAlias]) -> None:
     """Refuse a rule whose clauses exceed the budget (AF546, located), before any work."""
     from ruleengine.diagnostics.codes import make
@@ -232,73 +185,93 @@ def concretize(rule: Rule, aliases: Mapping[str, OpAlias]) -> tuple[Concrete, ..
     counter = 0
     for alt_idx, alt in enumerate(rule.alternatives):
         specs = [resolve_type(op.type, aliases) for op in alt.ops]
-        choices_per_op: list[list[tuple[int, tuple]]] = []
-        for op, spec in zip(alt.ops, specs, strict=True):
-            kinds: list = [("single", spec.types)] if spec.types else []
-            kinds += [("form", f) for f in spec.forms]
-            lo, hi = max(op.repeat_min, 0), max(op.repeat_max, op.repeat_min, 1)
-            # an optional op (repeat.min 0) may be absent: one choice with no slot
-            per_len = [(0, ())] if lo == 0 else []
-            for length in range(max(lo, 1), hi + 1):
-                # a repeated op binds the same kind in every copy (all single nodes, or all
-                # the same composite form): mixing would multiply clauses exponentially
-                for kind in kinds:
-                    per_len.append((length, (kind,) * length))
-            choices_per_op.append(per_len)
-        for choice in itertools.product(*choices_per_op):
-            slots: list[Slot] = []
-            first: dict[int, int] = {}
-            last: dict[int, int] = {}
-            links: list[Link] = []
-            copies: dict[int, list[int]] = {}
-            for op_idx, (_length, kinds) in enumerate(choice):
-                if not kinds:
-                    # an absent optional op stands for the op before it: the next op and
-                    # any from_op naming it read that op's output (the linter, AF212,
-                    # allows min 0 only on an op chained to the op before it)
-                    if op_idx - 1 in last:
-                        last[op_idx] = last[op_idx - 1]
-                    continue
-                fan_out = alt.ops[op_idx].fan_out
-                for copy, (kind, val) in enumerate(kinds):
-                    slot = (
-                        Slot(op_idx, copy, types=val)
-                        if kind == "single"
-                        else Slot(op_idx, copy, form=val)
-                    )
-                    if copy == 0:
-                        first[op_idx] = len(slots)
-                    elif not fan_out:
-                        links.append(Link(len(slots) - 1, len(slots), None))
-                    copies.setdefault(op_idx, []).append(len(slots))
-                    # a fan-out op's copies are siblings: later ops read the first copy
-                    if copy == 0 or not fan_out:
-                        last[op_idx] = len(slots)
-                    slots.append(slot)
-            for op_idx, op in enumerate(alt.ops):
-                if op_idx not in first:  # an absent optional op: no slot, no links
-                    continue
-                # a fan-out op: every copy gets the links of the first (siblings)
-                dsts = copies[op_idx] if op.fan_out else [first[op_idx]]
-                for dst in dsts:
-                    if alt.chains_to_previous(op_idx):
-                        links.append(Link(last[op_idx - 1], dst, None))
-                        continue
-                    if op.input_sources is None:  # op 0: a root
-                        continue
-                    for src in op.input_sources:
-                        if src.from_op is None or src.from_op not in last:
-                            continue
-                        slot = slots[dst]
-                        port = (
-                            None
-                            if slot.form is not None or _is_commutative(slot.types)
-                            else src.port
-                        )
-                        links.append(Link(last[src.from_op], dst, port))
+        for choice in itertools.product(*_choices(alt, specs)):
+            slots, first, last, links, copies = _place_slots(alt, choice)
+            _link_ops(alt, slots, first, last, copies, links)
             out.append(Concrete(f"a{alt_idx}c{counter}", alt_idx, tuple(slots), tuple(links)))
             counter += 1
     return tuple(out)
+
+
+def _choices(alt: MatchAlternative, specs: Sequence[SlotSpec]) -> list[list[tuple[int, tuple]]]:
+    """Per op, its choices: (repeat length, the kind of each copy)."""
+    choices_per_op: list[list[tuple[int, tuple]]] = []
+    for op, spec in zip(alt.ops, specs, strict=True):
+        kinds: list = [("single", spec.types)] if spec.types else []
+        kinds += [("form", f) for f in spec.forms]
+        lo, hi = max(op.repeat_min, 0), max(op.repeat_max, op.repeat_min, 1)
+        # an optional op (repeat.min 0) may be absent: one choice with no slot
+        per_len = [(0, ())] if lo == 0 else []
+        for length in range(max(lo, 1), hi + 1):
+            # a repeated op binds the same kind in every copy (all single nodes, or all
+            # the same composite form): mixing would multiply clauses exponentially
+            for kind in kinds:
+                per_len.append((length, (kind,) * length))
+        choices_per_op.append(per_len)
+    return choices_per_op
+
+
+def _place_slots(
+    alt: MatchAlternative, choice: Sequence[tuple[int, tuple]]
+) -> tuple[list[Slot], dict[int, int], dict[int, int], list[Link], dict[int, list[int]]]:
+    """The slots of one choice, with each op's first and last slot, the links between
+    the copies of a repeated op, and each op's copies."""
+    slots: list[Slot] = []
+    first: dict[int, int] = {}
+    last: dict[int, int] = {}
+    links: list[Link] = []
+    copies: dict[int, list[int]] = {}
+    for op_idx, (_length, kinds) in enumerate(choice):
+        if not kinds:
+            # an absent optional op stands for the op before it: the next op and
+            # any from_op naming it read that op's output (the linter, AF212,
+            # allows min 0 only on an op chained to the op before it)
+            if op_idx - 1 in last:
+                last[op_idx] = last[op_idx - 1]
+            continue
+        fan_out = alt.ops[op_idx].fan_out
+        for copy, (kind, val) in enumerate(kinds):
+            slot = (
+                Slot(op_idx, copy, types=val) if kind == "single" else Slot(op_idx, copy, form=val)
+            )
+            if copy == 0:
+                first[op_idx] = len(slots)
+            elif not fan_out:
+                links.append(Link(len(slots) - 1, len(slots), None))
+            copies.setdefault(op_idx, []).append(len(slots))
+            # a fan-out op's copies are siblings: later ops read the first copy
+            if copy == 0 or not fan_out:
+                last[op_idx] = len(slots)
+            slots.append(slot)
+    return slots, first, last, links, copies
+
+
+def _link_ops(
+    alt: MatchAlternative,
+    slots: Sequence[Slot],
+    first: Mapping[int, int],
+    last: Mapping[int, int],
+    copies: Mapping[int, list[int]],
+    links: list[Link],
+) -> None:
+    """Add the links between ops: a chain to the op before, or each ``from_op``."""
+    for op_idx, op in enumerate(alt.ops):
+        if op_idx not in first:  # an absent optional op: no slot, no links
+            continue
+        # a fan-out op: every copy gets the links of the first (siblings)
+        dsts = copies[op_idx] if op.fan_out else [first[op_idx]]
+        for dst in dsts:
+            if alt.chains_to_previous(op_idx):
+                links.append(Link(last[op_idx - 1], dst, None))
+                continue
+            if op.input_sources is None:  # op 0: a root
+                continue
+            for src in op.input_sources:
+                if src.from_op is None or src.from_op not in last:
+                    continue
+                slot = slots[dst]
+                port = None if slot.form is not None or _is_commutative(slot.types) else src.port
+                links.append(Link(last[src.from_op], dst, port))
 
 
 # ---------------------------------------------------------------- the program
@@ -336,7 +309,8 @@ class Program:
             if len(types) == 1 and re.fullmatch(r"[A-Za-z][A-Za-z0-9_]*", next(iter(types))):
                 name = next(iter(types))
             else:
-                name = f"s{sum(1 for n in self.type_sets.values() if n.startswith('s') and n[1:].isdigit()) + 1}"  # noqa: E501
+                named = [n for n in self.type_sets.values() if n.startswith("s")]
+                name = f"s{sum(1 for n in named if n[1:].isdigit()) + 1}"
             self.type_sets[types] = name
         return self.type_sets[types]
 
@@ -612,59 +586,16 @@ def program_text(
     ``distinct``: two single-node slots whose types overlap get ``(A != B)`` as soon as
     both are bound (the matcher drops every row binding a node twice anyway)."""
     fact_preds = set(prog.edge_preds) | set(prog.node_preds) | {"tin", "cin"}
-    lines: list[str] = []
-
-    def usable(lits: list[Literal], defined: set[str]) -> bool:
-        if alive is None:
-            return True
-        for pred, _ in lits:
-            if pred in fact_preds and pred not in alive:
-                return False
-            if pred.startswith(("c_", "k_", "f_")) and pred not in defined:
-                return False
-        return True
-
-    if comments:
-        lines.append("# type sets")
-        for types, name in sorted(prog.type_sets.items(), key=lambda kv: kv[1]):
-            if name.startswith("s") and name[1:].isdigit():
-                lines.append(f"#   {name} = {{{', '.join(sorted(types))}}}")
-        if prog.const_keys:
-            lines.append("# constants")
-            for key, v in prog.const_keys.items():
-                lines.append(f"#   {key} = {v!r}")
+    live = None if alive is None else (fact_preds, alive)
+    lines: list[str] = _header_comments(prog) if comments else []
     defined: set[str] = set()
-    if comments and any(c is not None for c in prog.cores.values()):
-        lines.append("# composite cores (shared by every form; computed once, tabled)")
-    for comp in sorted(prog.cores):
-        core = prog.cores[comp]
-        if core is None or not usable(core[1], defined):
-            continue
-        defined.add(f"k_{comp}")
-        body = " & ".join(_fmt(lit) for lit in order_literals(core[1], counts))
-        lines.append(f"k_{comp}({', '.join(core[0])}) <= {body}")
-    for name in sorted(prog.form_calls):
-        f_head, f_lits = prog.form_calls[name]
-        if not usable(f_lits, defined):
-            continue
-        defined.add(f"f_{name}")
-        body = " & ".join(_fmt(lit) for lit in _order_clause(f_lits, counts))
-        lines.append(f"f_{name}({', '.join(f_head)}) <= {body}")
-    if comments:
-        lines.append("# composite forms (each defined once, from ops/composites.yaml; their")
-        lines.append("# literals are inlined into the rule clauses that use them)")
-        for name in sorted(prog.composite_clauses):
-            pred, lits = prog.composite_clauses[name]
-            if not usable(lits, defined):
-                continue
-            body = " & ".join(_fmt(lit) for lit in order_literals(lits, counts))
-            lines.append(f"# {composite_head(prog, name)} <= {body}")
+    lines += _derived_lines(prog, counts, live, defined, comments)
     chain_len: dict[str, int] = {}  # edge predicate -> longest chain a clause calls
     for rule_name, clauses in prog.rule_clauses.items():
         if comments:
             lines.append(f"# rule {rule_name}")
         for head, lits in clauses:
-            if not usable(lits, defined):
+            if not _usable(lits, defined, live):
                 continue
             chain = _pure_chain(lits) if chains else None
             if chain is not None:
@@ -674,7 +605,7 @@ def program_text(
             else:
                 ordered = _order_clause(lits, counts)
                 if distinct:
-                    ordered = _with_distinct(ordered, _overlapping_slots(prog, rule_name, head))
+                    ordered = _with_distinct(ordered, overlapping_slots(prog, rule_name, head))
                 body = " & ".join(_fmt(lit) for lit in ordered)
             lines.append(f"{head} <= {body}")
             if defined_out is not None:
@@ -684,7 +615,73 @@ def program_text(
     return "\n".join(lines) + "\n"
 
 
-def _overlapping_slots(prog: Program, rule_name: str, head: str) -> list[tuple[str, str, str]]:
+def _usable(lits: list[Literal], defined: set[str], live: tuple[set[str], set[str]] | None) -> bool:
+    """Whether a clause can match: every fact predicate it reads has facts (``live``:
+    the fact predicates and those alive; None: all usable) and every derived predicate
+    it calls is defined."""
+    if live is None:
+        return True
+    fact_preds, alive = live
+    for pred, _ in lits:
+        if pred in fact_preds and pred not in alive:
+            return False
+        if pred.startswith(("c_", "k_", "f_")) and pred not in defined:
+            return False
+    return True
+
+
+def _header_comments(prog: Program) -> list[str]:
+    """The program's type sets and constants, as comments."""
+    lines = ["# type sets"]
+    for types, name in sorted(prog.type_sets.items(), key=lambda kv: kv[1]):
+        if name.startswith("s") and name[1:].isdigit():
+            lines.append(f"#   {name} = {{{', '.join(sorted(types))}}}")
+    if prog.const_keys:
+        lines.append("# constants")
+        for key, v in prog.const_keys.items():
+            lines.append(f"#   {key} = {v!r}")
+    return lines
+
+
+def _derived_lines(
+    prog: Program,
+    counts: Mapping[str, int] | None,
+    live: tuple[set[str], set[str]] | None,
+    defined: set[str],
+    comments: bool,
+) -> list[str]:
+    """The composite cores (``k_``) and tabled forms (``f_``) that can match, each added
+    to ``defined``; with ``comments``, the composite forms as comments."""
+    lines: list[str] = []
+    if comments and any(c is not None for c in prog.cores.values()):
+        lines.append("# composite cores (shared by every form; computed once, tabled)")
+    for comp in sorted(prog.cores):
+        core = prog.cores[comp]
+        if core is None or not _usable(core[1], defined, live):
+            continue
+        defined.add(f"k_{comp}")
+        body = " & ".join(_fmt(lit) for lit in order_literals(core[1], counts))
+        lines.append(f"k_{comp}({', '.join(core[0])}) <= {body}")
+    for name in sorted(prog.form_calls):
+        f_head, f_lits = prog.form_calls[name]
+        if not _usable(f_lits, defined, live):
+            continue
+        defined.add(f"f_{name}")
+        body = " & ".join(_fmt(lit) for lit in _order_clause(f_lits, counts))
+        lines.append(f"f_{name}({', '.join(f_head)}) <= {body}")
+    if comments:
+        lines.append("# composite forms (each defined once, from ops/composites.yaml; their")
+        lines.append("# literals are inlined into the rule clauses that use them)")
+        for name in sorted(prog.composite_clauses):
+            _pred, lits = prog.composite_clauses[name]
+            if not _usable(lits, defined, live):
+                continue
+            body = " & ".join(_fmt(lit) for lit in order_literals(lits, counts))
+            lines.append(f"# {composite_head(prog, name)} <= {body}")
+    return lines
+
+
+def overlapping_slots(prog: Program, rule_name: str, head: str) -> list[tuple[str, str, str]]:
     """Pairs of single-node slot variables of the clause ``head`` that could bind the
     same node: their type sets overlap and no path of links joins them, with the test
     that keeps them apart: ``!=``, or ``<`` for two copies of one fan-out op (siblings

@@ -154,10 +154,10 @@ class TwinMap(Mapping[int, tuple[int, int]]):
 @dataclass(frozen=True)
 class MatchResult:
     # sorted by Candidate.key; the memo's are a sequence whose records are made on first
-    # read (``match.memo._CandRows``: the rules by ``rule_at``)
+    # read (``match.lazy.CandRows``: the rules by ``rule_at``)
     candidates: Sequence[Candidate]
     # sorted by their candidates' keys; the memo's are a sequence whose records are made
-    # on first read (``match.memo._NearRows``: the codes as ``code_ids``, ``code_names``)
+    # on first read (``match.lazy.NearRows``: the codes as ``code_ids``, ``code_names``)
     near_misses: Sequence[NearMiss] = ()
     seconds: float = 0.0
     facts: int = 0  # Datalog facts asserted

@@ -16,11 +16,13 @@ import threading
 from collections.abc import Sequence
 from dataclasses import replace
 
-from ruleengine.graph.forked import FORK_FROM_NODES
 from ruleengine.graph.model import Graph
+from ruleengine.match.matcher import default_aliases, find_candidates
 from ruleengine.match.memo import find_memo, memo_applies
 from ruleengine.match.model import MatchResult
+from ruleengine.procs import FORK_FROM_NODES
 from ruleengine.rules.model import Rule, RuleSet
+from ruleengine.runtime import paused_gc
 
 PARALLEL_FROM_NODES = FORK_FROM_NODES
 
@@ -49,8 +51,6 @@ def _worker_init() -> None:
 
 
 def _match_chunk(rules: tuple[Rule, ...]) -> MatchResult:
-    from ruleengine.match.matcher import find_candidates
-
     assert _WORK is not None
     graph, rule_set = _WORK
     return find_candidates(graph, replace(rule_set, rules=rules), memo=False)
@@ -58,9 +58,6 @@ def _match_chunk(rules: tuple[Rule, ...]) -> MatchResult:
 
 def find_candidates_parallel(graph: Graph, rule_set: RuleSet, jobs: int) -> MatchResult:
     """``find_candidates`` with the rules split over ``jobs`` processes (the same result)."""
-    from ruleengine.match.matcher import default_aliases, find_candidates
-    from ruleengine.runtime import paused_gc
-
     # A repeated structure is matched once (match.memo), in this process: the rest is
     # translation, cheaper than forking and sending every translated binding back. Only
     # when the memo declines (little repetition) are the rules split over processes.

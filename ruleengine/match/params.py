@@ -75,7 +75,7 @@ def values_equal(want: Any, have: Any) -> bool:
 def _schema_has_attr(node: Node, name: str, opset: int) -> bool:
     try:
         return name in onnxlite.get_schema(node.op_type, opset, node.domain).attributes
-    except Exception:  # noqa: BLE001
+    except Exception:
         return False
 
 
@@ -109,7 +109,7 @@ def _shapes(graph: Graph, names: Sequence[str], what: str) -> list[tuple]:
     return out
 
 
-def shape_check(check: str, value: Any, graph: Graph, binding: Binding, where: str) -> None:  # noqa: F821 - Binding defined below
+def shape_check(check: str, value: Any, graph: Graph, binding: Binding, where: str) -> None:
     if check == "broadcast":
         ins = binding.data_inputs(graph)
         if len(ins) < 2:
@@ -340,69 +340,85 @@ def _check_param(
         shape_check(m.check or name, want, graph, binding, f"{where}: {name}")
         return
     if kind is ParamKind.VARIANT:
-        if binding.form is not None:
-            target = m.variants.get(str(want).lower(), m.variants.get(str(want)))
-            got = binding.form.composite
-            if target is not None and target != got and binding.form.variant != target:
-                raise ParamFailure(
-                    "param-mismatch",
-                    f"{where}: {name}: {_fmt(want)} means the {target} form; matched "
-                    f"the {got} form ({binding.form.name})",
-                )
-            return
-        have = binding.node.attributes.get(name, _MISSING)
-        if have is not _MISSING and not values_equal(want, have):
-            raise ParamFailure(
-                "param-mismatch", f"{where}: {name} is {_fmt(have)}, expected {_fmt(want)}"
-            )
+        _check_variant(m, binding, where, name, want)
         return
     if binding.form is not None:
-        onnx_name = m.onnx_attr if m is not None and m.onnx_attr else name
-        have = _composite_param(graph, binding, onnx_name)
-        if have is _MISSING:
-            return  # not visible on the decomposed form
-        if not values_equal(want, have):
-            raise ParamFailure(
-                "param-mismatch",
-                f"{where}: {name} is {_fmt(have)} in the decomposed "
-                f"{binding.form.composite}, expected {_fmt(want)}",
-            )
+        _check_composite_param(graph, m, binding, where, name, want)
         return
     for node in binding.nodes:
         if kind is ParamKind.INPUT_CONST:
             _, have = _input_const(graph, node, m, where, name)
-            shown = name
+            if not values_equal(want, have):
+                raise ParamFailure(
+                    "param-mismatch",
+                    f"{where}: {name} is {_fmt(have)} on node {node.name!r}, expected {_fmt(want)}",
+                )
         else:
-            attr = m.onnx_attr if m is not None and m.onnx_attr else name
-            shown = name if attr == name else f"{name} ({attr})"
-            if m is not None and len(m.value_map):
-                want_onnx = m.value_map.get(str(want), m.value_map.get(want, want))
-            else:
-                want_onnx = want
-            have = node.attributes.get(attr, _MISSING)
-            if have is _MISSING:
-                if not _schema_has_attr(node, attr, graph.opsets.get(node.domain, graph.opset)):
-                    # not an attribute of this op (a misspelling?): it never holds, so
-                    # the rule cannot match more than it says (check reports AF303)
-                    raise ParamFailure(
-                        "param-mismatch",
-                        f"{where}: {node.op_type} has no parameter {shown!r} (node "
-                        f"{node.name!r}); the rule asks for {_fmt(want)}",
-                    )
-                raise ParamFailure(
-                    "param-mismatch",
-                    f"{where}: {shown} is not set on node {node.name!r} and has no "
-                    f"default, expected {_fmt(want)}",
-                )
-            if not values_equal(want_onnx, have):
-                raise ParamFailure(
-                    "param-mismatch",
-                    f"{where}: {shown} is {_fmt(have)} on node {node.name!r}, "
-                    f"expected {_fmt(want_onnx)}",
-                )
-            continue
-        if not values_equal(want, have):
+            _check_node_attr(graph, node, m, where, name, want)
+
+
+def _check_variant(m: ParamMapping, binding: Binding, where: str, name: str, want: Any) -> None:
+    """A variant param: the composite form matched, or the node's attribute."""
+    if binding.form is not None:
+        target = m.variants.get(str(want).lower(), m.variants.get(str(want)))
+        got = binding.form.composite
+        if target is not None and target != got and binding.form.variant != target:
             raise ParamFailure(
                 "param-mismatch",
-                f"{where}: {shown} is {_fmt(have)} on node {node.name!r}, expected {_fmt(want)}",
+                f"{where}: {name}: {_fmt(want)} means the {target} form; matched "
+                f"the {got} form ({binding.form.name})",
             )
+        return
+    have = binding.node.attributes.get(name, _MISSING)
+    if have is not _MISSING and not values_equal(want, have):
+        raise ParamFailure(
+            "param-mismatch", f"{where}: {name} is {_fmt(have)}, expected {_fmt(want)}"
+        )
+
+
+def _check_composite_param(
+    graph: Graph, m: ParamMapping | None, binding: Binding, where: str, name: str, want: Any
+) -> None:
+    """A param of a decomposed composite, where its nodes show it."""
+    onnx_name = m.onnx_attr if m is not None and m.onnx_attr else name
+    have = _composite_param(graph, binding, onnx_name)
+    if have is _MISSING:
+        return  # not visible on the decomposed form
+    if not values_equal(want, have):
+        raise ParamFailure(
+            "param-mismatch",
+            f"{where}: {name} is {_fmt(have)} in the decomposed "
+            f"{binding.form.composite}, expected {_fmt(want)}",
+        )
+
+
+def _check_node_attr(
+    graph: Graph, node: Node, m: ParamMapping | None, where: str, name: str, want: Any
+) -> None:
+    """An attribute param on one node (through the alias's name and value map)."""
+    attr = m.onnx_attr if m is not None and m.onnx_attr else name
+    shown = name if attr == name else f"{name} ({attr})"
+    if m is not None and len(m.value_map):
+        want_onnx = m.value_map.get(str(want), m.value_map.get(want, want))
+    else:
+        want_onnx = want
+    have = node.attributes.get(attr, _MISSING)
+    if have is _MISSING:
+        if not _schema_has_attr(node, attr, graph.opsets.get(node.domain, graph.opset)):
+            # not an attribute of this op (a misspelling?): it never holds, so
+            # the rule cannot match more than it says (check reports AF303)
+            raise ParamFailure(
+                "param-mismatch",
+                f"{where}: {node.op_type} has no parameter {shown!r} (node "
+                f"{node.name!r}); the rule asks for {_fmt(want)}",
+            )
+        raise ParamFailure(
+            "param-mismatch",
+            f"{where}: {shown} is not set on node {node.name!r} and has no "
+            f"default, expected {_fmt(want)}",
+        )
+    if not values_equal(want_onnx, have):
+        raise ParamFailure(
+            "param-mismatch",
+            f"{where}: {shown} is {_fmt(have)} on node {node.name!r}, expected {_fmt(want_onnx)}",
+        )

@@ -152,7 +152,7 @@ def op_classes() -> Mapping[str, frozenset[str]]:
         classes = dict(_classes())
         if classes:
             return classes
-    except Exception:  # noqa: BLE001 - the vocabulary module may not exist yet
+    except Exception:  # the vocabulary module may not exist yet
         pass
     return dict(_FALLBACK_CLASSES)
 
@@ -166,7 +166,7 @@ def composite_names() -> frozenset[str]:
         names = frozenset(_names())
         if names:
             return names
-    except Exception:  # noqa: BLE001 - the vocabulary module may not exist yet
+    except Exception:  # the vocabulary module may not exist yet
         pass
     return _FALLBACK_COMPOSITES
 

@@ -16,9 +16,9 @@ from typing import Any
 
 import numpy as np
 
+from ruleengine.cost.lazy import relabel
 from ruleengine.cost.model import ScoredCandidate, Verdict
 from ruleengine.cost.scored import RecordView
-from ruleengine.cost.scoring import relabel
 from ruleengine.graph.model import Graph
 from ruleengine.topology import Contraction
 

@@ -8,7 +8,7 @@ more than one job, a forked child runs it on its copy-on-write view of the fused
 while the parent builds the plan and renders plan.json and the DOT graph; the parent
 waits for it before the reports (which give its time) and before any file is written.
 If the child finds a fault, the parent checks again in process, so a failure raises
-exactly the error of the in-process check (``pipeline._check_in_memory``).
+exactly the error of the in-process check (``model_check.check_in_memory``).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import struct
 import time
 from typing import TYPE_CHECKING
 
-from ruleengine.graph.forked import FORK_FROM_NODES, Forked, forkable
+from ruleengine.procs import FORK_FROM_NODES, Forked, forkable
 
 if TYPE_CHECKING:
     import onnx
@@ -47,7 +47,7 @@ class PendingCheck:
         the check raised (the caller checks again in process for the error)."""
         try:
             got = self._child.result()
-        except Exception:  # noqa: BLE001 - any fault: the in-process check reports it
+        except Exception:  # any fault: the in-process check reports it
             return None
         wall, cpu = _TIMES.unpack(got)
         return wall, cpu

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
-from ruleengine.graph.model import Graph
+from ruleengine.graph.model import Graph, Node
 from ruleengine.rewrite.model import FusedGroup
 
 SVG_TIMEOUT_S = 120
@@ -32,20 +32,7 @@ def dot_bytes(graph: Graph, groups: Sequence[FusedGroup], *, only_groups: bool =
     """``render_dot``'s text, UTF-8: made chunk by chunk (peak memory: the chunks and
     the joined bytes, not every line's string beside the text and its encoding)."""
     member: dict[str, FusedGroup] = {n: g for g in groups for n in g.nodes}
-    nodes = list(graph.nodes)
-    if only_groups:
-        keep = set(member)
-        for n in graph.nodes:
-            if n.name in member:
-                for t in n.inputs:
-                    p = graph.tensors.get(t)
-                    if p is not None and p.producer:
-                        keep.add(p.producer)
-                for t in n.outputs:
-                    tensor = graph.tensors.get(t)
-                    if tensor is not None:
-                        keep.update(c for c, _ in tensor.consumers)
-        nodes = [n for n in graph.nodes if n.name in keep]
+    nodes = _shown_nodes(graph, member) if only_groups else list(graph.nodes)
     names = {n.name for n in nodes}
     ids = {n.name: f"n{i}" for i, n in enumerate(nodes)}
     parts: list[bytes] = []
@@ -70,16 +57,60 @@ def dot_bytes(graph: Graph, groups: Sequence[FusedGroup], *, only_groups: bool =
         lines.append(f"  {ids[n.name]} [label={_q(n.op_type + chr(10) + n.name)}{fill}];")
         if len(lines) >= CHUNK_LINES:
             parts.append(_encoded(lines))
+    io_ids = {} if only_groups else _io_nodes(graph, lines)
+    _edges(graph, nodes, (names, ids, io_ids), lines, parts)
+    for t in graph.outputs:
+        tensor = graph.tensors.get(t)
+        if tensor is not None and tensor.producer in names and f"out:{t}" in io_ids:
+            lines.append(f"  {ids[tensor.producer]} -> {io_ids['out:' + t]};")
+    lines.append("}")
+    parts.append(_encoded(lines))
+    return b"".join(parts)
+
+
+def _shown_nodes(graph: Graph, member: Mapping[str, FusedGroup]) -> list[Node]:
+    """The grouped nodes and their neighbours (producers of their inputs, consumers of
+    their outputs), in the graph's order."""
+    keep = set(member)
+    for n in graph.nodes:
+        if n.name in member:
+            for t in n.inputs:
+                p = graph.tensors.get(t)
+                if p is not None and p.producer:
+                    keep.add(p.producer)
+            for t in n.outputs:
+                tensor = graph.tensors.get(t)
+                if tensor is not None:
+                    keep.update(c for c, _ in tensor.consumers)
+    return [n for n in graph.nodes if n.name in keep]
+
+
+def _io_nodes(graph: Graph, lines: list[str]) -> dict[str, str]:
+    """The graph inputs (not initializers) and outputs as ellipses (lines added to
+    ``lines``); their ids (an output's under ``out:NAME``)."""
     io_ids: dict[str, str] = {}
     for t in graph.inputs:
-        if t in graph.tensors and not graph.tensors[t].is_initializer and not only_groups:
+        if t in graph.tensors and not graph.tensors[t].is_initializer:
             io_ids[t] = f"in{len(io_ids)}"
             lines.append(f"  {io_ids[t]} [shape=ellipse, label={_q(t)}, fillcolor=white];")
     for t in graph.outputs:
-        if not only_groups:
-            oid = f"out{len(io_ids)}"
-            io_ids[f"out:{t}"] = oid
-            lines.append(f"  {oid} [shape=ellipse, label={_q(t)}, fillcolor=white];")
+        oid = f"out{len(io_ids)}"
+        io_ids[f"out:{t}"] = oid
+        lines.append(f"  {oid} [shape=ellipse, label={_q(t)}, fillcolor=white];")
+    return io_ids
+
+
+def _edges(
+    graph: Graph,
+    nodes: Sequence[Node],
+    where: tuple[set[str], dict[str, str], dict[str, str]],
+    lines: list[str],
+    parts: list[bytes],
+) -> None:
+    """One edge per input a shown node reads from a shown node or a graph input,
+    labelled with its shape. ``where``: the shown nodes' names, their ids, the inputs'
+    and outputs' ids."""
+    names, ids, io_ids = where
     labels: dict[tuple | None, str] = {}  # quoted shape label per shape (few distinct)
     for n in nodes:
         for t in n.inputs:
@@ -95,24 +126,17 @@ def dot_bytes(graph: Graph, groups: Sequence[FusedGroup], *, only_groups: bool =
                 lines.append(f"  {io_ids[t]} -> {ids[n.name]} [label={label}];")
         if len(lines) >= CHUNK_LINES:
             parts.append(_encoded(lines))
-    for t in graph.outputs:
-        tensor = graph.tensors.get(t)
-        if tensor is not None and tensor.producer in names and f"out:{t}" in io_ids:
-            lines.append(f"  {ids[tensor.producer]} -> {io_ids['out:' + t]};")
-    lines.append("}")
-    parts.append(_encoded(lines))
-    return b"".join(parts)
 
 
 class PendingDot:
     """``dot_bytes(graph, groups)`` begun: with ``jobs`` > 1 and a large graph, a forked
-    child (``graph.forked.Forked``) renders it from its copy-on-write view of the graph
+    child (``procs.Forked``) renders it from its copy-on-write view of the graph
     while the parent binds kernels and rewrites the model (0.4-0.6 s of text at 2048
     layers); ``result`` waits for it. Otherwise, or if the child fails, ``result``
     renders it in process: the same bytes either way."""
 
     def __init__(self, graph: Graph, groups: Sequence[FusedGroup], jobs: int = 1) -> None:
-        from ruleengine.graph.forked import FORK_FROM_NODES, Forked, forkable
+        from ruleengine.procs import FORK_FROM_NODES, Forked, forkable
 
         self._args: tuple[Graph, tuple[FusedGroup, ...]] = (graph, tuple(groups))
         self._child: Forked | None = None
@@ -124,7 +148,7 @@ class PendingDot:
         if child is not None:
             try:
                 return child.result()
-            except Exception:  # noqa: BLE001 - any fault of the child: rendered here
+            except Exception:  # any fault of the child: rendered here
                 pass
         return dot_bytes(*self._args)
 

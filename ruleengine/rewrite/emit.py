@@ -12,9 +12,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ruleengine.graph import onnxlite
-from ruleengine.jsontext import INDENT_LIMIT_BYTES, json_bytes  # noqa: F401 - re-exported
+from ruleengine.jsontext import json_bytes
 from ruleengine.rewrite.model import PLAN_SCHEMA_VERSION
-from ruleengine.rewrite.plan import safe_relpath
+from ruleengine.rewrite.outpaths import safe_relpath
 from ruleengine.rewrite.weights import Placement
 from ruleengine.rewrite.writer import output_error
 
@@ -95,7 +95,7 @@ def render_files(
     earlier (the DOT graph rendering in a forked child), else it is rendered here.
     """
     from ruleengine.rewrite.dot import dot_bytes, render_svg
-    from ruleengine.rewrite.plan import group_json, plan_json
+    from ruleengine.rewrite.plan_json import group_json, plan_json
     from ruleengine.rewrite.report import report_json, report_text
 
     files: dict[str, bytes] = dict(fused_model_files)

@@ -14,7 +14,6 @@ from ruleengine.cost.model import ScoredCandidate
 
 PLAN_SCHEMA_VERSION = 1  # every JSON document autofusion writes uses an integer version
 REPORT_SCHEMA_VERSION = 1
-FUSED_DOMAIN = "autofusion"
 
 
 @dataclass(frozen=True)
@@ -143,7 +142,7 @@ class Plan:
     time_saved_s: float
     hbm_bandwidth: float
     groups: tuple[FusedGroup, ...]
-    rejected: Sequence[Rejection]  # rewrite.plan.RejectedCandidates: sorted, built lazily
+    rejected: Sequence[Rejection]  # rewrite.rejections.RejectedCandidates: sorted, built lazily
     rules: tuple[RuleStats, ...]
     unknown_traffic_tensors: int = 0  # tensors whose size is unknown (not counted)
     unknown_size_min_bytes: int = 0  # their bytes with every unknown dim taken as 1

@@ -16,12 +16,13 @@ import json
 from collections.abc import Collection, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ruleengine import __version__
 from ruleengine.errors import AutofusionError
 from ruleengine.graph import onnxlite
 from ruleengine.graph.model import Graph
-from ruleengine.rewrite.model import FUSED_DOMAIN, FusedGroup
+from ruleengine.kernels.model import FUSED_DOMAIN
+from ruleengine.rewrite.model import FusedGroup
 from ruleengine.rewrite.static_shapes import fold_static_shapes
+from ruleengine.version import __version__
 
 if TYPE_CHECKING:
     import onnx
@@ -258,57 +259,60 @@ def _rewrite(
         out.graph.name = UNNAMED_GRAPH
     if not groups:
         return out
-    g = out.graph
-    positions, outs = _node_index(model, graph)
-    # a Shape of a static tensor made inside a group would close a cycle: fold it
-    fold_static_shapes(g, graph, (group.nodes for group in groups), positions)
-    opsets = {o.domain: o.version for o in model.opset_import}
-    # A model fused before already has the domain and some functions: keep them, and
-    # give new functions overloads that do not collide with the existing ones.
-    existing = {(f.domain, f.name, f.overload) for f in model.functions}
-    types: dict[str, int] | None = None  # element types, read for corrupt_rules only
-    taken: dict[int, int] = {}  # proto position -> group id
-    fused_nodes: list[tuple[int, onnx.NodeProto]] = []
-    functions: dict[tuple[str, bytes], onnx.FunctionProto] = {}
-    # The repeated-layer memo: a group whose body (or kernel form) is one made before gets
-    # that function's key without building and serializing the function again.
-    made: dict[tuple, tuple[str, bytes]] = {}
-    variants: dict[str, int] = {}
-    used_names = {n.name for n in g.node if n.name}
-    # every node with a subgraph is opaque in the records: only those are looked at
-    opaque = {n.name for n in graph.nodes if n.opaque}
-    removed_tensors: set[str] = set()
-
+    rewriter = _Rewriter(model, out, graph, groups, domain)
     for group in groups:
-        missing = [n for n in group.nodes if n not in positions]
-        if missing:
-            raise RewriteError(
-                f"group {group.id} ({group.rule}): nodes not in the model: {missing}"
-            )
-        pos = [positions[n] for n in group.nodes]
-        for p in pos:
-            if p in taken:
-                raise RewriteError(
-                    f"node {g.node[p].name or p} is in groups {taken[p]} and {group.id}"
-                )
-            taken[p] = group.id
-        if any(_has_subgraph(g.node[positions[n]]) for n in group.nodes if n in opaque):
-            raise RewriteError(f"group {group.id} ({group.rule}) contains a control-flow node")
+        rewriter.fuse(group, group.rule in corrupt_rules, (calls or {}).get(group.id))
+    rewriter.finish(len(groups))
+    return out
+
+
+class _Rewriter:
+    """One rewrite in progress: the groups fused so far (their nodes, the functions they
+    call) and what the next one must not collide with."""
+
+    def __init__(
+        self,
+        model: onnx.ModelProto,
+        out: onnx.ModelProto,
+        graph: Graph,
+        groups: Sequence[FusedGroup],
+        domain: str,
+    ) -> None:
+        self.model, self.out, self.graph, self.domain = model, out, graph, domain
+        g = self.g = out.graph
+        self.positions, self.outs = _node_index(model, graph)
+        # a Shape of a static tensor made inside a group would close a cycle: fold it
+        fold_static_shapes(g, graph, (group.nodes for group in groups), self.positions)
+        self.opsets = {o.domain: o.version for o in model.opset_import}
+        # A model fused before already has the domain and some functions: keep them, and
+        # give new functions overloads that do not collide with the existing ones.
+        self.existing = {(f.domain, f.name, f.overload) for f in model.functions}
+        self.types: dict[str, int] | None = None  # element types, read for corrupt_rules only
+        self.taken: dict[int, int] = {}  # proto position -> group id
+        self.fused_nodes: list[tuple[int, onnx.NodeProto]] = []
+        self.functions: dict[tuple[str, bytes], onnx.FunctionProto] = {}
+        # The repeated-layer memo: a group whose body (or kernel form) is one made before
+        # gets that function's key without building and serializing the function again.
+        self.made: dict[tuple, tuple[str, bytes]] = {}
+        self.variants: dict[str, int] = {}
+        self.used_names = {n.name for n in g.node if n.name}
+        # every node with a subgraph is opaque in the records: only those are looked at
+        self.opaque = {n.name for n in graph.nodes if n.opaque}
+        self.removed_tensors: set[str] = set()
+
+    def fuse(self, group: FusedGroup, corrupted: bool, call: Any) -> None:
+        """Replace ``group`` by one node calling its function (``call``: the catalog
+        kernel it binds, or None: its own nodes as the body); ``corrupted``: its rule is
+        one of the test-only ``corrupt_rules``."""
+        pos = self._claim(group)
+        outs = self.outs
         produced = {t for p in pos for t in outs[p]}
         corrupt = None
-        if group.rule in corrupt_rules:
-            types = _float_outputs(model) if types is None else types
-            corrupt = next((o for o in group.outputs if _is_float(graph, types, o)), None)
-        call = (calls or {}).get(group.id)
-        key_fn = None  # built only for a function not seen yet (``made``: its key)
+        if corrupted:
+            types = self.types = _float_outputs(self.model) if self.types is None else self.types
+            corrupt = next((o for o in group.outputs if _is_float(self.graph, types, o)), None)
         if call is not None:
-            seen = (group.target_op, call.form.function, call.float_type)
-            key = made.get(seen) if corrupt is None else None
-            if key is None:
-                key_fn = _kernel_function(call, opsets, domain, corrupt)
-                key = (group.target_op, key_fn.SerializeToString(deterministic=True))
-                if corrupt is None:
-                    made[seen] = key
+            key, key_fn = self._kernel_key(group, call, corrupt)
             # an output that does not leave the group still gets a (fresh) name: onnx's
             # function shape inference wants every output of the function on the node
             node_inputs = _trim(call.inputs)
@@ -322,59 +326,132 @@ def _rewrite(
                 f"form {call.form.name}: the catalog's reference semantics"
             )
         else:
-            # the group's nodes leave the model: their keys are taken from them in place
-            order = sorted(pos)
-            protos = [g.node[p] for p in order]
-            seen = (
-                _body_key(protos, group.inputs, group.outputs, [outs[p] for p in order])
-                if corrupt is None
-                else None
-            )
-            key = made.get((group.target_op, seen)) if seen is not None else None
-            if key is None:
-                if seen is None:
-                    body = _build_body(protos, group.inputs, group.outputs, corrupt)
-                else:
-                    body = _body_from_key(seen)
-                body_domains = sorted({n.domain for n in body})
-                body_opsets = [onnxlite.make_opsetid(d, opsets.get(d, 1)) for d in body_domains]
-                key_fn = onnxlite.make_function(
-                    domain,
-                    group.target_op,
-                    [f"x{i}" for i in range(len(group.inputs))],
-                    [f"y{i}" for i in range(len(group.outputs))],
-                    body,
-                    body_opsets,
-                )
-                key = (group.target_op, key_fn.SerializeToString(deterministic=True))
-                if seen is not None:
-                    made[(group.target_op, seen)] = key
+            key, key_fn = self._body_key(group, pos, corrupt)
             node_inputs, node_outputs, node_attrs = list(group.inputs), list(group.outputs), {}
             doc = (
                 f"autofusion {__version__}: rule {group.rule}, kernel "
                 f"{group.kernel.kernel_name}; body = the original subgraph of group {group.id}"
             )
+        fn = self._function(group.target_op, key, key_fn, doc)
+        node = self._node(group, node_inputs, node_outputs, node_attrs, fn)
+        if call is not None:
+            _meta(node, "autofusion.contract", f"{call.entry.name}@{call.entry.version}")
+        if group.tensor_layout:
+            _meta(node, "autofusion.tensor_layout", group.tensor_layout)
+        if group.kernel_config:
+            _meta(node, "autofusion.kernel_config", json.dumps(group.kernel_config, sort_keys=True))
+        self.fused_nodes.append((min(pos), node))
+        self.removed_tensors |= produced - set(group.outputs)
+
+    def _claim(self, group: FusedGroup) -> list[int]:
+        """The positions of the group's nodes, each claimed by no other group."""
+        positions, g, taken = self.positions, self.g, self.taken
+        missing = [n for n in group.nodes if n not in positions]
+        if missing:
+            raise RewriteError(
+                f"group {group.id} ({group.rule}): nodes not in the model: {missing}"
+            )
+        pos = [positions[n] for n in group.nodes]
+        for p in pos:
+            if p in taken:
+                raise RewriteError(
+                    f"node {g.node[p].name or p} is in groups {taken[p]} and {group.id}"
+                )
+            taken[p] = group.id
+        opaque = self.opaque
+        if any(_has_subgraph(g.node[positions[n]]) for n in group.nodes if n in opaque):
+            raise RewriteError(f"group {group.id} ({group.rule}) contains a control-flow node")
+        return pos
+
+    def _kernel_key(
+        self, group: FusedGroup, call: Any, corrupt: str | None
+    ) -> tuple[tuple[str, bytes], onnx.FunctionProto | None]:
+        """The key of the function calling the catalog kernel, and the function when it
+        was not made before (None: ``made`` knew its key)."""
+        key_fn = None
+        seen = (group.target_op, call.form.function, call.float_type)
+        key = self.made.get(seen) if corrupt is None else None
+        if key is None:
+            key_fn = _kernel_function(call, self.opsets, self.domain, corrupt)
+            key = (group.target_op, key_fn.SerializeToString(deterministic=True))
+            if corrupt is None:
+                self.made[seen] = key
+        return key, key_fn
+
+    def _body_key(
+        self, group: FusedGroup, pos: list[int], corrupt: str | None
+    ) -> tuple[tuple[str, bytes], onnx.FunctionProto | None]:
+        """As ``_kernel_key``, for a function whose body is the group's own nodes (they
+        leave the model: their keys are taken from them in place)."""
+        key_fn = None
+        order = sorted(pos)
+        protos = [self.g.node[p] for p in order]
+        outs = self.outs
+        seen = (
+            _body_key(protos, group.inputs, group.outputs, [outs[p] for p in order])
+            if corrupt is None
+            else None
+        )
+        key = self.made.get((group.target_op, seen)) if seen is not None else None
+        if key is None:
+            if seen is None:
+                body = _build_body(protos, group.inputs, group.outputs, corrupt)
+            else:
+                body = _body_from_key(seen)
+            body_domains = sorted({n.domain for n in body})
+            body_opsets = [onnxlite.make_opsetid(d, self.opsets.get(d, 1)) for d in body_domains]
+            key_fn = onnxlite.make_function(
+                self.domain,
+                group.target_op,
+                [f"x{i}" for i in range(len(group.inputs))],
+                [f"y{i}" for i in range(len(group.outputs))],
+                body,
+                body_opsets,
+            )
+            key = (group.target_op, key_fn.SerializeToString(deterministic=True))
+            if seen is not None:
+                self.made[(group.target_op, seen)] = key
+        return key, key_fn
+
+    def _function(
+        self,
+        target_op: str,
+        key: tuple[str, bytes],
+        key_fn: onnx.FunctionProto | None,
+        doc: str,
+    ) -> onnx.FunctionProto:
+        """The function of ``key``, added with an overload of its own when it is new."""
+        functions = self.functions
         if key not in functions:
             assert key_fn is not None  # a remembered key names a function made before
-            count = variants.get(group.target_op, 0) + 1
+            count = self.variants.get(target_op, 0) + 1
             overload = key_fn.overload or ("" if count == 1 else f"v{count}")
-            while (domain, group.target_op, overload) in existing or any(
-                f.overload == overload and f.name == group.target_op for f in functions.values()
+            while (self.domain, target_op, overload) in self.existing or any(
+                f.overload == overload and f.name == target_op for f in functions.values()
             ):
                 count += 1
                 overload = f"v{count}"
-            variants[group.target_op] = count
+            self.variants[target_op] = count
             key_fn.overload = overload
             key_fn.doc_string = doc
             functions[key] = key_fn
-        fn = functions[key]
+        return functions[key]
 
+    def _node(
+        self,
+        group: FusedGroup,
+        node_inputs: list[str],
+        node_outputs: list[str],
+        node_attrs: dict[str, Any],
+        fn: onnx.FunctionProto,
+    ) -> onnx.NodeProto:
+        """The fused node calling ``fn``, named uniquely, with the group's metadata."""
         name = f"{group.target_op}_g{group.id}"
-        while name in used_names:
+        while name in self.used_names:
             name += "_"
-        used_names.add(name)
+        self.used_names.add(name)
         node = onnxlite.make_node(
-            group.target_op, node_inputs, node_outputs, name=name, domain=domain, **node_attrs
+            group.target_op, node_inputs, node_outputs, name=name, domain=self.domain, **node_attrs
         )
         node.overload = fn.overload
         node.doc_string = (
@@ -387,42 +464,39 @@ def _rewrite(
         _meta(node, "autofusion.nodes", json.dumps(list(group.nodes)))
         if group.attributes:
             _meta(node, "autofusion.attributes", json.dumps(group.attributes, sort_keys=True))
-        if call is not None:
-            _meta(node, "autofusion.contract", f"{call.entry.name}@{call.entry.version}")
-        if group.tensor_layout:
-            _meta(node, "autofusion.tensor_layout", group.tensor_layout)
-        if group.kernel_config:
-            _meta(node, "autofusion.kernel_config", json.dumps(group.kernel_config, sort_keys=True))
-        fused_nodes.append((min(pos), node))
-        removed_tensors |= produced - set(group.outputs)
+        return node
 
-    kept = [(i, g.node[i]) for i in range(len(outs)) if i not in taken]
-    reads = [_reads(n) for _, n in kept]
-    still_read = set().union(*reads) | {o.name for o in g.output}
-    leaked = sorted(removed_tensors & still_read)
-    if leaked:
-        raise RewriteError(
-            f"fused groups hide tensors still read outside them: {', '.join(leaked[:5])}"
+    def finish(self, n_groups: int) -> None:
+        """Put the fused nodes among the kept ones in a topological order (refusing a
+        tensor a group hides that is still read), and add the functions and metadata."""
+        g, outs, out, domain = self.g, self.outs, self.out, self.domain
+        taken, fused_nodes, removed_tensors = self.taken, self.fused_nodes, self.removed_tensors
+        kept = [(i, g.node[i]) for i in range(len(outs)) if i not in taken]
+        reads = [_reads(n) for _, n in kept]
+        still_read = set().union(*reads) | {o.name for o in g.output}
+        leaked = sorted(removed_tensors & still_read)
+        if leaked:
+            raise RewriteError(
+                f"fused groups hide tensors still read outside them: {', '.join(leaked[:5])}"
+            )
+        available = {i.name for i in g.input} | {t.name for t in g.initializer}
+        ordered = _toposort(
+            kept + fused_nodes,
+            available,
+            reads + [_reads(n) for _, n in fused_nodes],
+            [outs[i] for i, _ in kept] + [tuple(n.output) for _, n in fused_nodes],
         )
-    available = {i.name for i in g.input} | {t.name for t in g.initializer}
-    ordered = _toposort(
-        kept + fused_nodes,
-        available,
-        reads + [_reads(n) for _, n in fused_nodes],
-        [outs[i] for i, _ in kept] + [tuple(n.output) for _, n in fused_nodes],
-    )
-    del g.node[:]
-    g.node.extend(ordered)
-    survivors = [vi for vi in g.value_info if vi.name not in removed_tensors]
-    del g.value_info[:]
-    g.value_info.extend(survivors)
-    out.functions.extend(functions.values())
-    if domain not in opsets:
-        out.opset_import.append(onnxlite.make_opsetid(domain, 1))
-    out.ir_version = max(out.ir_version, MIN_IR_VERSION)
-    _set_model_meta(out, "autofusion.version", __version__)
-    _set_model_meta(out, "autofusion.groups", str(len(groups)))
-    return out
+        del g.node[:]
+        g.node.extend(ordered)
+        survivors = [vi for vi in g.value_info if vi.name not in removed_tensors]
+        del g.value_info[:]
+        g.value_info.extend(survivors)
+        out.functions.extend(self.functions.values())
+        if domain not in self.opsets:
+            out.opset_import.append(onnxlite.make_opsetid(domain, 1))
+        out.ir_version = max(out.ir_version, MIN_IR_VERSION)
+        _set_model_meta(out, "autofusion.version", __version__)
+        _set_model_meta(out, "autofusion.groups", str(n_groups))
 
 
 # Protobuf's parser (upb) refuses a message over 2 GiB with a DecodeError ("Error parsing

@@ -8,8 +8,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ruleengine.rewrite.model import REPORT_SCHEMA_VERSION, Plan
-from ruleengine.rewrite.plan import first_rejections, rejected_by_verdict, verification_json
+from ruleengine.rewrite.model import REPORT_SCHEMA_VERSION, Plan, Verification
+from ruleengine.rewrite.plan_json import verification_json
+from ruleengine.rewrite.rejections import first_rejections, rejected_by_verdict
 
 
 def fmt_bytes(n: int | float | None) -> str:
@@ -138,6 +139,24 @@ def report_text(
         f"autofusion fuse: {plan.model} (graph {plan.graph_name}), target {plan.target}",
         "",
     ]
+    lines += _groups_text(plan)
+    lines.append("")
+    lines += _rejected_text(plan, max_rejected, detail)
+    lines += _rule_stats_text(plan)
+    lines.append("")
+    lines += _totals_text(plan, timings)
+    lines.append("")
+    lines += _verification_text(plan.verification)
+    if files:
+        lines.append("")
+        lines.append(f"Files written{' to ' + outdir if outdir else ''}:")
+        lines += [f"  {f}" for f in files]
+    return "\n".join(lines) + "\n"
+
+
+def _groups_text(plan: Plan) -> list[str]:
+    """The table of fused groups."""
+    lines: list[str] = []
     if plan.groups:
         lines.append(f"Fused groups ({len(plan.groups)})")
         rows = []
@@ -175,13 +194,18 @@ def report_text(
         )
     else:
         lines.append("Fused groups: none")
-    lines.append("")
+    return lines
+
+
+def _rejected_text(plan: Plan, max_rejected: int | None, detail: str) -> list[str]:
+    """The candidates not fused (all, a few per rule and verdict, or the first ones)."""
+    lines: list[str] = []
     if plan.rejected:
         summary = ", ".join(f"{k} {v}" for k, v in rejected_by_verdict(plan.rejected).items())
         noun = "candidate" if len(plan.rejected) == 1 else "candidates"
         lines.append(f"Not fused ({len(plan.rejected)} {noun}: {summary})")
         if max_rejected is None:  # report.txt: in full, or a few per (rule, verdict)
-            from ruleengine.rewrite.plan import shown_rejections
+            from ruleengine.rewrite.rejections import shown_rejections
 
             shown = shown_rejections(plan, detail)
             rows = [[r.rule, _nodes_short(r.nodes), r.verdict, r.reason] for r in shown]
@@ -199,6 +223,12 @@ def report_text(
                 "--plan-detail full; autofusion explain shows any one)"
             )
         lines.append("")
+    return lines
+
+
+def _rule_stats_text(plan: Plan) -> list[str]:
+    """How often each rule matched and fused."""
+    lines: list[str] = []
     active = [s for s in plan.rules if s.matched]
     silent = len(plan.rules) - len(active)
     lines.append("Per-rule statistics (matched / fused)")
@@ -210,7 +240,12 @@ def report_text(
         )
     if silent:
         lines.append(f"  ({silent} of {len(plan.rules)} rules matched nothing; see plan.json)")
-    lines.append("")
+    return lines
+
+
+def _totals_text(plan: Plan, timings: bool) -> list[str]:
+    """The plan's totals: nodes, groups, traffic, launches, time, solver."""
+    lines: list[str] = []
     per_rule = ", ".join(f"{k} {v}" for k, v in groups_per_rule(plan).items()) or "none"
     bw = plan.hbm_bandwidth / 1e12
     solver = f"{plan.solver}, {plan.status}"
@@ -241,8 +276,12 @@ def report_text(
             f"  note: {plan.unknown_traffic_tensors} tensors of unknown size"
             " not counted in HBM traffic"
         )
-    v = plan.verification
-    lines.append("")
+    return lines
+
+
+def _verification_text(v: Verification | None) -> list[str]:
+    """The verification's verdict, per group and per output."""
+    lines: list[str] = []
     if v is None:
         lines.append("Verification: not run (use --verify or --safe)")
     else:
@@ -282,11 +321,7 @@ def report_text(
                 + ", ".join(str(i) for i in v.dropped_groups)
                 + f" (found by {v.found_by}; {v.runs} onnxruntime runs)"
             )
-    if files:
-        lines.append("")
-        lines.append(f"Files written{' to ' + outdir if outdir else ''}:")
-        lines += [f"  {f}" for f in files]
-    return "\n".join(lines) + "\n"
+    return lines
 
 
 TERMINAL_REASON = 90  # characters of a reason shown on a terminal (report.txt has all)

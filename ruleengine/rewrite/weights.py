@@ -127,7 +127,7 @@ def tensor_nbytes(t: TensorProto) -> int:
     """Bytes of a tensor's values from its header (dims and dtype), never its data."""
     try:
         itemsize = onnxlite.np_dtype(t.data_type).itemsize
-    except Exception:  # noqa: BLE001 - exotic types (4-bit, strings): count one byte
+    except Exception:  # exotic types (4-bit, strings): count one byte
         itemsize = 1
     dims = t.dims
     n = math.prod(dims)

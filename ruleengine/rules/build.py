@@ -17,9 +17,8 @@ from typing import Any
 from ruleengine.diagnostics import codes
 from ruleengine.diagnostics.model import Diagnostic
 from ruleengine.ops.aliases import known_type_names, op_type_info
+from ruleengine.paths import NAME_MAX, PATH_MAX
 from ruleengine.rules.model import (
-    NAME_MAX,
-    PATH_MAX,
     Constraint,
     FrozenMap,
     InputSource,
@@ -234,20 +233,11 @@ class _Checker:
             )
 
     def check_op(self, base: tuple, ops: list, i: int, op: dict, seen_names: dict) -> None:
+        """One pattern op: its type, ranges, input sources, params and output names."""
         p = (*base, i)
         info = op_type_info(op["type"])
         if not info.known:
-            close = difflib.get_close_matches(op["type"], known_type_names(), n=3, cutoff=0.6)
-            lower = [n for n in known_type_names() if n.lower() == op["type"].lower()]
-            suggestions = lower or close
-            hint = f"did you mean {' or '.join(map(repr, suggestions))}? " if suggestions else ""
-            self.add(
-                "unknown-op-type",
-                f"{dotted(p)}: unknown op type {op['type']!r}",
-                (*p, "type"),
-                hint + "use an ONNX op, an alias from ops/aliases.yaml, a composite or an "
-                "@class (names are case-sensitive)",
-            )
+            self.unknown_type(p, op["type"])
         inputs = op.get("inputs") or {}
         lo, hi = inputs.get("min_inputs"), inputs.get("max_inputs")
         if lo is not None and hi is not None and lo > hi:
@@ -267,61 +257,9 @@ class _Checker:
                 "swap the two values",
             )
         onnx_max = info.max_inputs()
+        limit = hi if hi is not None else onnx_max
         for port_name, src in (op.get("input_sources") or {}).items():
-            sp = (*p, "input_sources", port_name)
-            port = int(port_name[len("input") :])
-            limit = hi if hi is not None else onnx_max
-            if limit is not None and port >= limit:
-                self.add(
-                    "bad-input-port",
-                    f"{dotted(sp)}: port {port} but the op has at most {limit} "
-                    + ("input" if limit == 1 else "inputs"),
-                    sp,
-                    f"use input0 .. input{max(limit - 1, 0)}",
-                    key=True,
-                )
-            has_from = "from_op" in src
-            has_type = "source_type" in src
-            has_same = "same_as" in src
-            if has_from + has_type + has_same != 1:
-                self.add(
-                    "bad-input-port",
-                    f"{dotted(sp)}: give exactly one of `from_op`, `source_type` or `same_as`",
-                    sp,
-                    "from_op: j for an earlier op's output, source_type: const_or_param "
-                    "(or const, graph_input, any) for a tensor from outside the match, "
-                    "same_as: {op: j, input: k} for the tensor another op reads",
-                    key=True,
-                )
-            if has_same:
-                self.check_same_as(ops, i, src["same_as"], (*sp, "same_as"))
-            if has_type and "output_idx" in src:
-                self.add(
-                    "bad-input-port",
-                    f"{dotted(sp)}: `output_idx` only goes with `from_op`",
-                    (*sp, "output_idx"),
-                    "remove output_idx",
-                    key=True,
-                )
-            if has_from:
-                j = src["from_op"]
-                if j >= i:
-                    what = "itself" if j == i else "a later op" if j < len(ops) else "no op"
-                    allowed = (
-                        "is the first op and consumes no other op of the pattern"
-                        if i == 0
-                        else f"can only consume {'op 0' if i == 1 else f'ops 0..{i - 1}'}"
-                    )
-                    self.add(
-                        "bad-from-op",
-                        f"{dotted(sp)}.from_op: {j} refers to {what}; op {i} {allowed}",
-                        (*sp, "from_op"),
-                        "list ops in data-flow order and point from_op at an earlier one"
-                        if i
-                        else "the first op cannot consume another op of the pattern",
-                    )
-                else:
-                    self.check_output_idx(ops, j, src.get("output_idx", 0), (*sp, "output_idx"))
+            self.check_source(ops, i, (*p, "input_sources", port_name), src, limit)
         for name, value in (op.get("params") or {}).items():
             self.check_one_of((*p, "params", name), value)
         for k, name in enumerate(op.get("output_names") or []):
@@ -335,6 +273,80 @@ class _Checker:
                 )
             else:
                 seen_names[name] = i
+
+    def unknown_type(self, p: tuple, type_name: str) -> None:
+        """An op type that is no ONNX op, alias, composite or class: the closest names."""
+        close = difflib.get_close_matches(type_name, known_type_names(), n=3, cutoff=0.6)
+        lower = [n for n in known_type_names() if n.lower() == type_name.lower()]
+        suggestions = lower or close
+        hint = f"did you mean {' or '.join(map(repr, suggestions))}? " if suggestions else ""
+        self.add(
+            "unknown-op-type",
+            f"{dotted(p)}: unknown op type {type_name!r}",
+            (*p, "type"),
+            hint + "use an ONNX op, an alias from ops/aliases.yaml, a composite or an "
+            "@class (names are case-sensitive)",
+        )
+
+    def check_source(self, ops: list, i: int, sp: tuple, src: dict, limit: int | None) -> None:
+        """One ``input_sources`` entry of op ``i``: a port the op has, exactly one of
+        ``from_op``/``source_type``/``same_as``, each pointing somewhere it may."""
+        port = int(sp[-1][len("input") :])
+        if limit is not None and port >= limit:
+            self.add(
+                "bad-input-port",
+                f"{dotted(sp)}: port {port} but the op has at most {limit} "
+                + ("input" if limit == 1 else "inputs"),
+                sp,
+                f"use input0 .. input{max(limit - 1, 0)}",
+                key=True,
+            )
+        has_from = "from_op" in src
+        has_type = "source_type" in src
+        has_same = "same_as" in src
+        if has_from + has_type + has_same != 1:
+            self.add(
+                "bad-input-port",
+                f"{dotted(sp)}: give exactly one of `from_op`, `source_type` or `same_as`",
+                sp,
+                "from_op: j for an earlier op's output, source_type: const_or_param "
+                "(or const, graph_input, any) for a tensor from outside the match, "
+                "same_as: {op: j, input: k} for the tensor another op reads",
+                key=True,
+            )
+        if has_same:
+            self.check_same_as(ops, i, src["same_as"], (*sp, "same_as"))
+        if has_type and "output_idx" in src:
+            self.add(
+                "bad-input-port",
+                f"{dotted(sp)}: `output_idx` only goes with `from_op`",
+                (*sp, "output_idx"),
+                "remove output_idx",
+                key=True,
+            )
+        if has_from:
+            self.check_from_op(ops, i, sp, src)
+
+    def check_from_op(self, ops: list, i: int, sp: tuple, src: dict) -> None:
+        """``from_op: j``: an earlier op, with the output ``output_idx`` names."""
+        j = src["from_op"]
+        if j >= i:
+            what = "itself" if j == i else "a later op" if j < len(ops) else "no op"
+            allowed = (
+                "is the first op and consumes no other op of the pattern"
+                if i == 0
+                else f"can only consume {'op 0' if i == 1 else f'ops 0..{i - 1}'}"
+            )
+            self.add(
+                "bad-from-op",
+                f"{dotted(sp)}.from_op: {j} refers to {what}; op {i} {allowed}",
+                (*sp, "from_op"),
+                "list ops in data-flow order and point from_op at an earlier one"
+                if i
+                else "the first op cannot consume another op of the pattern",
+            )
+        else:
+            self.check_output_idx(ops, j, src.get("output_idx", 0), (*sp, "output_idx"))
 
     def check_same_as(self, ops: list, i: int, same: dict, path: tuple) -> None:
         """``same_as`` names another op of the pattern and an input that op can have."""
@@ -475,32 +487,8 @@ class _Checker:
             )
             for base, ops in self.alternatives(match)
         )
-        sub = match.get("subgraph") or {}
-        rng = sub.get("input_count_range")
-        subgraph = SubgraphSpec(
-            input_count_range=(rng[0], rng[1]) if rng else None,
-            output_count=sub.get("output_count"),
-            allow_intermediate_outputs=bool(sub.get("allow_intermediate_outputs", False)),
-        )
-        rw = d["rewrite"]
-        rewrite = Rewrite(
-            target_op=rw["target_op"],
-            inputs=tuple(
-                RewriteInput(
-                    from_op=e["from_op"],
-                    output_idx=e.get("output_idx", 0),
-                    input_port=e.get("input_port", k),
-                    input_idx=e.get("input_idx"),
-                    description=e.get("description"),
-                    location=m.value(("rewrite", "inputs", k)),
-                )
-                for k, e in enumerate(rw.get("inputs") or [])
-            ),
-            attributes=freeze(rw.get("attributes") or {}),
-            tensor_layout=rw.get("tensor_layout"),
-            kernel_config=freeze(rw.get("kernel_config") or {}),
-            location=m.value(("rewrite",)),
-        )
+        subgraph = _subgraph(match.get("subgraph") or {})
+        rewrite = self.build_rewrite()
         constraints = tuple(
             Constraint(
                 type=c["type"],
@@ -510,17 +498,7 @@ class _Checker:
             )
             for i, c in enumerate(d.get("constraints") or [])
         )
-        out = d.get("output") or {}
-        output = OutputSpec(
-            kernel_name=out.get("kernel_name"),
-            file_path=out.get("file_path"),
-            compiler=out.get("compiler"),
-            build_config=freeze(out.get("build_config") or {}),
-            debug_symbols=bool(out.get("debug_symbols", False)),
-            gen_dot_graph=bool(out.get("gen_dot_graph", False)),
-            dot_graph_path=out.get("dot_graph_path"),
-            location=m.value(("output",)) if "output" in d else None,
-        )
+        output = self.build_output()
         scope = d.get("scope") or ()
         version = d.get("version", "1.0")
         if isinstance(version, int | float):
@@ -539,6 +517,42 @@ class _Checker:
             constraints=constraints,
             output=output,
             location=m.key(("name",)),
+        )
+
+    def build_rewrite(self) -> Rewrite:
+        m = self.marks
+        rw = self.doc.data["rewrite"]
+        return Rewrite(
+            target_op=rw["target_op"],
+            inputs=tuple(
+                RewriteInput(
+                    from_op=e["from_op"],
+                    output_idx=e.get("output_idx", 0),
+                    input_port=e.get("input_port", k),
+                    input_idx=e.get("input_idx"),
+                    description=e.get("description"),
+                    location=m.value(("rewrite", "inputs", k)),
+                )
+                for k, e in enumerate(rw.get("inputs") or [])
+            ),
+            attributes=freeze(rw.get("attributes") or {}),
+            tensor_layout=rw.get("tensor_layout"),
+            kernel_config=freeze(rw.get("kernel_config") or {}),
+            location=m.value(("rewrite",)),
+        )
+
+    def build_output(self) -> OutputSpec:
+        d = self.doc.data
+        out = d.get("output") or {}
+        return OutputSpec(
+            kernel_name=out.get("kernel_name"),
+            file_path=out.get("file_path"),
+            compiler=out.get("compiler"),
+            build_config=freeze(out.get("build_config") or {}),
+            debug_symbols=bool(out.get("debug_symbols", False)),
+            gen_dot_graph=bool(out.get("gen_dot_graph", False)),
+            dot_graph_path=out.get("dot_graph_path"),
+            location=self.marks.value(("output",)) if "output" in d else None,
         )
 
     def build_op(self, path: tuple, index: int, op: dict) -> OpPattern:
@@ -640,3 +654,13 @@ def semantic_findings(doc: Document) -> list[Diagnostic]:
     except (TypeError, KeyError, AttributeError, ValueError, IndexError):
         pass
     return checker.diags
+
+
+def _subgraph(sub: dict) -> SubgraphSpec:
+    """``match.subgraph`` as a record (defaults when absent)."""
+    rng = sub.get("input_count_range")
+    return SubgraphSpec(
+        input_count_range=(rng[0], rng[1]) if rng else None,
+        output_count=sub.get("output_count"),
+        allow_intermediate_outputs=bool(sub.get("allow_intermediate_outputs", False)),
+    )

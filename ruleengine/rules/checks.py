@@ -15,9 +15,10 @@ from typing import Any
 
 from ruleengine.diagnostics import codes
 from ruleengine.diagnostics.model import Diagnostic, Location
-from ruleengine.ops.aliases import OpTypeInfo, op_type_info, view_ops
+from ruleengine.ops.aliases import OpTypeInfo, alias_table, op_type_info, view_ops
 from ruleengine.ops.model import ParamKind
 from ruleengine.rules.model import MatchAlternative, OpPattern, Rule
+from ruleengine.rules.slots import MAX_CLAUSES_PER_RULE, clause_count
 
 
 def values_equal(a: Any, b: Any) -> bool:
@@ -397,11 +398,8 @@ def check_combinatorial(rule: Rule) -> list[Diagnostic]:
     """A pattern whose expansion grows combinatorially: over the matcher's clause budget
     (AF330, an error: fuse would refuse it), or two chained repeats of overlapping types
     (AF331: every run of n nodes is matched once per way to split it)."""
-    from ruleengine.match.compile import MAX_CLAUSES_PER_RULE, clause_count
-    from ruleengine.match.matcher import default_aliases
-
     out: list[Diagnostic] = []
-    n = clause_count(rule, default_aliases())
+    n = clause_count(rule, alias_table())
     if n > MAX_CLAUSES_PER_RULE:
         culprit = max(
             (op for alt in rule.alternatives for op in alt.ops),

@@ -18,7 +18,7 @@ from typing import Any
 import yaml
 
 from ruleengine.diagnostics import codes
-from ruleengine.diagnostics.model import Location
+from ruleengine.diagnostics.model import Diagnostic, Location
 from ruleengine.errors import RuleLoadError
 
 MAX_JSON_BYTES = 1 << 20
@@ -86,73 +86,78 @@ def convert_data(data: Any, source: str) -> list[ConvertedRule]:
         while name.lower() in used:  # distinct names (and file names, case-insensitively)
             name, n = f"{base}_{n}", n + 1
         used.add(name.lower())
-        if not isinstance(spec, dict):
-            problems.append(
-                codes.make("wrong-type", f"rule {raw_name!r}: expected an object", where, hint=None)
-            )
+        problem = _spec_problem(raw_name, spec, where)
+        if problem is not None:
+            problems.append(problem)
             continue
-        pattern = spec.get("pattern")
-        if (
-            not isinstance(pattern, list)
-            or not pattern
-            or not all(isinstance(p, str) and p for p in pattern)
-        ):
-            problems.append(
-                codes.make(
-                    "missing-field",
-                    f"rule {raw_name!r}: `pattern` must be a non-empty list of op type names",
-                    where,
-                    hint='e.g. "pattern": ["Conv", "Relu"]',
-                )
-            )
-            continue
-        output_op = spec.get("output_op")
-        if not isinstance(output_op, str) or not output_op:
-            problems.append(
-                codes.make(
-                    "missing-field",
-                    f"rule {raw_name!r}: `output_op` must be the fused op's name",
-                    where,
-                    hint='e.g. "output_op": "ConvReLU"',
-                )
-            )
-            continue
-        ops: list[dict] = [{"type": t} for t in pattern]
-        unmapped = []
-        conditions = spec.get("conditions") or {}
-        if not isinstance(conditions, dict):
-            unmapped.append(f"conditions: {json.dumps(conditions)}")
-            conditions = {}
-        for key, value in conditions.items():
-            mapper = _CONDITION_MAPPERS.get(key)
-            if mapper is None or not mapper(value, ops):
-                unmapped.append(f"{key}: {json.dumps(value)}")
-        extra = sorted(set(spec) - {"pattern", "output_op", "conditions"})
-        for key in extra:
-            unmapped.append(f"{key}: {json.dumps(spec[key])}")
-        rule = {
-            "name": name,
-            "priority": DEFAULT_PRIORITY,
-            "description": f"Converted from {Path(source).name} rule {raw_name!r}: "
-            + " -> ".join(pattern)
-            + f" fused into {output_op}.",
-            "match": {"ops": ops},
-            "rewrite": {"target_op": _target_op(output_op)},
-        }
-        header = [
-            f"# Converted by `autofusion convert` from {Path(source).name}.",
-        ]
-        if conditions and len(unmapped) < len(conditions) + len(extra):
-            header.append("# Conditions mapped onto op params where the rule format has them.")
-        for u in unmapped:
-            header.append(f"# not mapped (no equivalent in the rule format): {u}")
-        body = yaml.safe_dump(rule, sort_keys=False, allow_unicode=True, width=100)
-        out.append(
-            ConvertedRule(name, f"{name}.yaml", "\n".join(header) + "\n" + body, tuple(unmapped))
-        )
+        out.append(_converted(name, raw_name, spec, source))
     if problems:
         raise RuleLoadError(f"{source}: cannot convert", tuple(problems))
     return out
+
+
+def _spec_problem(raw_name: Any, spec: Any, where: Location) -> Diagnostic | None:
+    """Why a compact rule cannot be converted (not an object, no pattern, no output op)."""
+    if not isinstance(spec, dict):
+        return codes.make("wrong-type", f"rule {raw_name!r}: expected an object", where, hint=None)
+    pattern = spec.get("pattern")
+    if (
+        not isinstance(pattern, list)
+        or not pattern
+        or not all(isinstance(p, str) and p for p in pattern)
+    ):
+        return codes.make(
+            "missing-field",
+            f"rule {raw_name!r}: `pattern` must be a non-empty list of op type names",
+            where,
+            hint='e.g. "pattern": ["Conv", "Relu"]',
+        )
+    output_op = spec.get("output_op")
+    if not isinstance(output_op, str) or not output_op:
+        return codes.make(
+            "missing-field",
+            f"rule {raw_name!r}: `output_op` must be the fused op's name",
+            where,
+            hint='e.g. "output_op": "ConvReLU"',
+        )
+    return None
+
+
+def _converted(name: str, raw_name: Any, spec: dict, source: str) -> ConvertedRule:
+    """One compact rule (already checked) as a YAML rule text; what has no equivalent in
+    the rule format is kept as a comment."""
+    pattern, output_op = spec["pattern"], spec["output_op"]
+    ops: list[dict] = [{"type": t} for t in pattern]
+    unmapped = []
+    conditions = spec.get("conditions") or {}
+    if not isinstance(conditions, dict):
+        unmapped.append(f"conditions: {json.dumps(conditions)}")
+        conditions = {}
+    for key, value in conditions.items():
+        mapper = _CONDITION_MAPPERS.get(key)
+        if mapper is None or not mapper(value, ops):
+            unmapped.append(f"{key}: {json.dumps(value)}")
+    extra = sorted(set(spec) - {"pattern", "output_op", "conditions"})
+    for key in extra:
+        unmapped.append(f"{key}: {json.dumps(spec[key])}")
+    rule = {
+        "name": name,
+        "priority": DEFAULT_PRIORITY,
+        "description": f"Converted from {Path(source).name} rule {raw_name!r}: "
+        + " -> ".join(pattern)
+        + f" fused into {output_op}.",
+        "match": {"ops": ops},
+        "rewrite": {"target_op": _target_op(output_op)},
+    }
+    header = [
+        f"# Converted by `autofusion convert` from {Path(source).name}.",
+    ]
+    if conditions and len(unmapped) < len(conditions) + len(extra):
+        header.append("# Conditions mapped onto op params where the rule format has them.")
+    for u in unmapped:
+        header.append(f"# not mapped (no equivalent in the rule format): {u}")
+    body = yaml.safe_dump(rule, sort_keys=False, allow_unicode=True, width=100)
+    return ConvertedRule(name, f"{name}.yaml", "\n".join(header) + "\n" + body, tuple(unmapped))
 
 
 class _DuplicateKey(ValueError):
@@ -225,11 +230,11 @@ def convert_file(path: str | Path) -> list[ConvertedRule]:
     return convert_data(data, source)
 
 
-def write_files(converted: list[ConvertedRule], out_dir: Path, *, force: bool) -> list[Path]:
-    """Write one YAML file per rule, as one set (staged, swapped in, locked: the writer of
-    fuse outputs); refuse to overwrite unless ``force``."""
+def output_files(converted: list[ConvertedRule], out_dir: Path, *, force: bool) -> dict[str, bytes]:
+    """The YAML file of each rule (file name -> bytes), to be written as one set under
+    ``out_dir`` (the caller writes them: ``rewrite.writer.write_set``); refuse to
+    overwrite unless ``force``."""
     from ruleengine.errors import OutputError
-    from ruleengine.rewrite.writer import write_set
 
     targets = [out_dir / c.filename for c in converted]
     existing = [t.as_posix() for t in targets if t.exists()]
@@ -237,5 +242,4 @@ def write_files(converted: list[ConvertedRule], out_dir: Path, *, force: bool) -
         raise OutputError(
             f"would overwrite {', '.join(existing)}; pass --force to replace them",
         )
-    write_set(out_dir, {c.filename: c.text.encode("utf-8") for c in converted})
-    return targets
+    return {c.filename: c.text.encode("utf-8") for c in converted}

@@ -21,7 +21,7 @@ from ruleengine.rules import checks
 from ruleengine.rules.build import check_and_build, provisional_ops, semantic_findings
 from ruleengine.rules.model import Rule, RuleSet
 from ruleengine.rules.schema import validate_document
-from ruleengine.yamlio import read_documents
+from ruleengine.yamlio import Document, read_documents
 
 RULE_SUFFIXES = (".yaml", ".yml")
 _GLOB_CHARS = set("*?[")
@@ -206,11 +206,11 @@ def lint_file(
     )
 
 
-def _provisional_warnings(doc) -> list[Diagnostic]:  # noqa: ANN001 - yamlio.Document
+def _provisional_warnings(doc: Document) -> list[Diagnostic]:
     """Best effort on a document that has errors: never a crash, at worst no warning."""
     try:
         return [d for op in provisional_ops(doc) for d in checks.unknown_params(op, op.location)]
-    except Exception:  # noqa: BLE001 - the errors already found are what the user sees
+    except Exception:  # the errors already found are what the user sees
         return []
 
 

@@ -132,8 +132,6 @@ class Rewrite:
 # What ``fuse`` itself writes at the top of OUTDIR: a rule's output may not use these names.
 FUSE_OUTPUT_NAMES = ("plan.json", "report.txt", "report.json", "graph.dot", "graph.svg")
 FUSED_MODEL_SUFFIXES = (".fused.onnx", ".fused.onnx.data")
-NAME_MAX = 255  # bytes of one path component (Linux)
-PATH_MAX = 4096  # bytes of a whole path with its terminating NUL (Linux)
 
 
 def default_kernel_name(rule_name: str) -> str:

@@ -45,14 +45,14 @@ def rules_jobs(model: str | Path, jobs: int) -> int:
 
 class PendingRules:
     """``load_rule_set(rules, preset)`` begun. With ``jobs`` > 1 a forked child
-    (``graph.forked.Forked``) loads the rule files (YAML, JSON Schema, lint: ~0.45 s CPU
+    (``procs.Forked``) loads the rule files (YAML, JSON Schema, lint: ~0.45 s CPU
     for the bundled ones) while this process reads the model, and sends the rule set back
     pickled (~25 ms both ways); ``seconds`` are the child's wall and CPU seconds. Without
     a child, or when the child fails in any way (a bad rule file too), the rules load
     here on ``result``, so their errors are raised as ever."""
 
     def __init__(self, rules: Sequence[str | Path], preset: str | None, jobs: int) -> None:
-        from ruleengine.graph.forked import Forked, forkable
+        from ruleengine.procs import Forked, forkable
 
         self._rules, self._preset = tuple(rules), preset
         self._child = Forked(_pickled_rules, self._rules, preset) if forkable(jobs) else None
@@ -67,7 +67,7 @@ class PendingRules:
             try:
                 rule_set, self.seconds = pickle.loads(child.result())
                 return rule_set
-            except Exception:  # noqa: BLE001 - any fault of the child: loaded here
+            except Exception:  # any fault of the child: loaded here
                 pass
         return load_rule_set(self._rules, preset=self._preset)
 

@@ -165,65 +165,116 @@ def _known_props(schema: dict) -> list[str]:
 
 
 def _error_to_diags(err: ValidationError, doc: Document) -> list[Diagnostic]:
+    """One schema error -> findings with a location and a hint: the first mapping that
+    applies, else the deepest cause's, else the schema's own message."""
     path = tuple(err.absolute_path)
-    marks = doc.marks
     where = dotted(path)
+    for mapping in _MAPPINGS:
+        got = mapping(err, doc, path, where)
+        if got is not None:
+            return got
+    # if/then, allOf, oneOf without a better mapping: use the deepest cause when there is one.
+    if err.context:
+        deepest = max(err.context, key=lambda e: len(e.absolute_path))
+        return _error_to_diags(deepest, doc)
+    return [
+        codes.make(
+            "invalid-value",
+            f"{where}: {err.message}",
+            doc.marks.value(path),
+            hint="see schemas/rule.schema.json (autofusion rule-schema) for this field",
+        )
+    ]
+
+
+def _missing_fields(
+    err: ValidationError, doc: Document, path: tuple, where: str
+) -> list[Diagnostic] | None:
+    if err.validator != "required":
+        return None
+    missing = [p for p in err.validator_value if p not in (err.instance or {})]
+    context = "the rule" if not path else where
+    return [
+        codes.make(
+            "missing-field",
+            f"missing required field {name!r} in {context}",
+            doc.marks.value(path) if path else doc.marks.value(()),
+            hint=_required_hint(path, name),
+        )
+        for name in missing
+    ]
+
+
+def _unknown_fields(
+    err: ValidationError, doc: Document, path: tuple, where: str
+) -> list[Diagnostic] | None:
+    if err.validator != "additionalProperties" or not isinstance(err.instance, dict):
+        return None
+    known = list(err.schema.get("properties", {}))
+    extra = [k for k in err.instance if k not in known]
+    out = []
+    for key in extra:
+        close = difflib.get_close_matches(key, known, n=1, cutoff=0.6)
+        hint = f"did you mean {close[0]!r}? " if close else ""
+        hint += f"known fields here: {', '.join(sorted(known))}"
+        out.append(
+            codes.make(
+                "unknown-field",
+                f"unknown field {key!r} in {where}",
+                doc.marks.key((*path, key)),
+                hint=hint,
+            )
+        )
+    return out
+
+
+def _special_pattern(
+    err: ValidationError, doc: Document, path: tuple, where: str
+) -> list[Diagnostic] | None:
+    if err.validator != "pattern":
+        return None
+    special = _pattern_diag(err, doc, path, where)
+    return None if special is None else [special]
+
+
+def _port_name(
+    err: ValidationError, doc: Document, path: tuple, where: str
+) -> list[Diagnostic] | None:
+    if err.validator != "propertyNames":
+        return None
+    bad = err.instance
+    return [
+        codes.make(
+            "invalid-value",
+            f"{where}: {bad!r} is not an input port name",
+            doc.marks.key((*path, bad)) if isinstance(bad, str) else doc.marks.value(path),
+            hint="name ports input0, input1, ...",
+        )
+    ]
+
+
+def _wrong_type(
+    err: ValidationError, doc: Document, path: tuple, where: str
+) -> list[Diagnostic] | None:
+    if err.validator != "type":
+        return None
+    expected = err.validator_value
+    expected = [expected] if isinstance(expected, str) else expected
+    want = " or ".join(_TYPE_NAMES.get(t, t) for t in expected)
+    return [
+        codes.make(
+            "wrong-type",
+            f"{where} must be {want}, got {_describe(err.instance)}",
+            doc.marks.value(path),
+            hint=_type_hint(path, expected, err.instance),
+        )
+    ]
+
+
+def _not_allowed(
+    err: ValidationError, doc: Document, path: tuple, where: str
+) -> list[Diagnostic] | None:
     v = err.validator
-    if v == "required":
-        missing = [p for p in err.validator_value if p not in (err.instance or {})]
-        context = "the rule" if not path else where
-        return [
-            codes.make(
-                "missing-field",
-                f"missing required field {name!r} in {context}",
-                marks.value(path) if path else marks.value(()),
-                hint=_required_hint(path, name),
-            )
-            for name in missing
-        ]
-    if v == "additionalProperties" and isinstance(err.instance, dict):
-        known = list(err.schema.get("properties", {}))
-        extra = [k for k in err.instance if k not in known]
-        out = []
-        for key in extra:
-            close = difflib.get_close_matches(key, known, n=1, cutoff=0.6)
-            hint = f"did you mean {close[0]!r}? " if close else ""
-            hint += f"known fields here: {', '.join(sorted(known))}"
-            out.append(
-                codes.make(
-                    "unknown-field",
-                    f"unknown field {key!r} in {where}",
-                    marks.key((*path, key)),
-                    hint=hint,
-                )
-            )
-        return out
-    if v == "pattern":
-        special = _pattern_diag(err, doc, path, where)
-        if special is not None:
-            return [special]
-    if v == "propertyNames":
-        bad = err.instance
-        return [
-            codes.make(
-                "invalid-value",
-                f"{where}: {bad!r} is not an input port name",
-                marks.key((*path, bad)) if isinstance(bad, str) else marks.value(path),
-                hint="name ports input0, input1, ...",
-            )
-        ]
-    if v == "type":
-        expected = err.validator_value
-        expected = [expected] if isinstance(expected, str) else expected
-        want = " or ".join(_TYPE_NAMES.get(t, t) for t in expected)
-        return [
-            codes.make(
-                "wrong-type",
-                f"{where} must be {want}, got {_describe(err.instance)}",
-                marks.value(path),
-                hint=_type_hint(path, expected, err.instance),
-            )
-        ]
     if v == "enum" and len(path) >= 3 and path[0] == "constraints" and path[-1] == "type":
         allowed = err.validator_value
         close = difflib.get_close_matches(str(err.instance), allowed, n=1, cutoff=0.5)
@@ -232,7 +283,7 @@ def _error_to_diags(err: ValidationError, doc: Document) -> list[Diagnostic]:
             codes.make(
                 "unknown-constraint-type",
                 f"{where}: unknown constraint type {err.instance!r}",
-                marks.value(path),
+                doc.marks.value(path),
                 hint=hint + f"known types: {', '.join(allowed)}",
             )
         ]
@@ -242,21 +293,32 @@ def _error_to_diags(err: ValidationError, doc: Document) -> list[Diagnostic]:
             codes.make(
                 "invalid-value",
                 f"{where}: {_describe(err.instance)} is not allowed",
-                marks.value(path),
+                doc.marks.value(path),
                 hint=f"use one of: {', '.join(map(str, allowed))}",
             )
         ]
-    if v == "oneOf" and path and path[-1] == "scope":
-        return [
-            codes.make(
-                "invalid-value",
-                f"{where}: must be a unit name like ai_core or a list of them, "
-                f"got {_describe(err.instance)}",
-                marks.value(path),
-                hint="e.g. scope: [ai_core]",
-            )
-        ]
-    if v in (
+    return None
+
+
+def _bad_scope(
+    err: ValidationError, doc: Document, path: tuple, where: str
+) -> list[Diagnostic] | None:
+    if err.validator != "oneOf" or not path or path[-1] != "scope":
+        return None
+    return [
+        codes.make(
+            "invalid-value",
+            f"{where}: must be a unit name like ai_core or a list of them, "
+            f"got {_describe(err.instance)}",
+            doc.marks.value(path),
+            hint="e.g. scope: [ai_core]",
+        )
+    ]
+
+
+# validators whose message is clear as it stands (a bound, a length, a pattern)
+_PLAIN_VALIDATORS = frozenset(
+    (
         "pattern",
         "minimum",
         "maximum",
@@ -269,27 +331,36 @@ def _error_to_diags(err: ValidationError, doc: Document) -> list[Diagnostic]:
         "uniqueItems",
         "minProperties",
         "maxProperties",
-    ):
-        return [
-            codes.make(
-                "invalid-value",
-                f"{where}: {err.message}",
-                marks.value(path),
-                hint=_value_hint(v, err),
-            )
-        ]
-    # if/then, allOf, oneOf without a better mapping: use the deepest cause when there is one.
-    if err.context:
-        deepest = max(err.context, key=lambda e: len(e.absolute_path))
-        return _error_to_diags(deepest, doc)
+    )
+)
+
+
+def _out_of_bounds(
+    err: ValidationError, doc: Document, path: tuple, where: str
+) -> list[Diagnostic] | None:
+    if err.validator not in _PLAIN_VALIDATORS:
+        return None
     return [
         codes.make(
             "invalid-value",
             f"{where}: {err.message}",
-            marks.value(path),
-            hint="see schemas/rule.schema.json (autofusion rule-schema) for this field",
+            doc.marks.value(path),
+            hint=_value_hint(err.validator, err),
         )
     ]
+
+
+# tried in this order; the first that maps the error wins
+_MAPPINGS = (
+    _missing_fields,
+    _unknown_fields,
+    _special_pattern,
+    _port_name,
+    _wrong_type,
+    _not_allowed,
+    _bad_scope,
+    _out_of_bounds,
+)
 
 
 def _pattern_diag(err: ValidationError, doc: Document, path: tuple, where: str):

@@ -13,6 +13,7 @@ import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ruleengine.diagnostics import codes
 from ruleengine.diagnostics.model import Diagnostic, Location, Severity, display_path
@@ -26,6 +27,9 @@ from ruleengine.ruletest.spec import (
     parse_expectations,
     rewrite_expectations,
 )
+
+if TYPE_CHECKING:
+    from ruleengine.rules.model import RuleSet
 
 RULE_SUFFIXES = (".yaml", ".yml")
 
@@ -191,7 +195,9 @@ def _fmt(nodes: Sequence[str]) -> str:
     return ",".join(nodes)
 
 
-def _run_one(test: Path, rule_set, names: tuple[str, ...], update: bool):  # noqa: ANN001, ANN202
+def _run_one(
+    test: Path, rule_set: RuleSet, names: tuple[str, ...], update: bool
+) -> tuple[TestOutcome, str | None]:
     from ruleengine.graph.loader import graph_from_model
     from ruleengine.match import find_candidates
 

@@ -77,19 +77,7 @@ def parse_expectations(text: str, where: str) -> tuple[Expectations, list[Diagno
     for lineno, line in enumerate(text.splitlines(), 1):
         m = _DIRECTIVE.match(line)
         if m is None:
-            typo = _LOOKS_LIKE.match(line)
-            if typo and typo["key"].lower() in _KNOWN_TYPOS:
-                right = _KNOWN_TYPOS[typo["key"].lower()]
-                diags.append(
-                    codes.make(
-                        "rule-test-directive",
-                        f"'# {typo['key']}:' is not a rule-test directive; did you mean "
-                        f"'# {right}'?",
-                        Location(where, lineno, line.index(typo["key"]) + 1),
-                        hint="directives: match, no-match, todo-match, todo-no-match, "
-                        "near-miss, rule",
-                    )
-                )
+            diags.extend(_typo(line, lineno, where))
             continue
         key, value = m["key"], (m["value"] or "").strip()
         col = line.index(key) + 1
@@ -127,6 +115,29 @@ def parse_expectations(text: str, where: str) -> tuple[Expectations, list[Diagno
         tuple(rules), tuple(match), "no-match" in flags, tuple(todo), "todo-no-match" in flags,
         tuple(near),
     )  # fmt: skip
+    return exp, diags + _contradictions(exp, where, bool(diags))
+
+
+def _typo(line: str, lineno: int, where: str) -> list[Diagnostic]:
+    """A comment line that looks like a misspelt directive (``# matches:``)."""
+    typo = _LOOKS_LIKE.match(line)
+    if not typo or typo["key"].lower() not in _KNOWN_TYPOS:
+        return []
+    right = _KNOWN_TYPOS[typo["key"].lower()]
+    return [
+        codes.make(
+            "rule-test-directive",
+            f"'# {typo['key']}:' is not a rule-test directive; did you mean '# {right}'?",
+            Location(where, lineno, line.index(typo["key"]) + 1),
+            hint="directives: match, no-match, todo-match, todo-no-match, near-miss, rule",
+        )
+    ]
+
+
+def _contradictions(exp: Expectations, where: str, found: bool) -> list[Diagnostic]:
+    """What is wrong with the file's expectations as a whole (``found``: problems were
+    found in its lines already)."""
+    diags: list[Diagnostic] = []
     if exp.no_match and exp.match:
         diags.append(
             codes.make(
@@ -136,7 +147,7 @@ def parse_expectations(text: str, where: str) -> tuple[Expectations, list[Diagno
                 hint="keep one: the match lines, or no-match",
             )
         )
-    if not diags and not exp.states_anything:
+    if not found and not diags and not exp.states_anything:
         diags.append(
             codes.make(
                 "rule-test-no-expectation",
@@ -146,7 +157,7 @@ def parse_expectations(text: str, where: str) -> tuple[Expectations, list[Diagno
                 "--update writes what matches now)",
             )
         )
-    return exp, diags
+    return diags
 
 
 def _parse_position(message: str) -> tuple[int | None, int | None]:

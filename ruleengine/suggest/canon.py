@@ -22,6 +22,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
+from typing import NamedTuple
 
 from ruleengine.graph.model import Graph
 from ruleengine.match.model import Candidate
@@ -154,6 +155,18 @@ def _hash(*parts: object) -> str:
     return hashlib.sha1(repr(parts).encode()).hexdigest()[:16]
 
 
+class _RawUnit(NamedTuple):
+    """A unit before ordering: its nodes, label and whether it is a composite."""
+
+    members: tuple[str, ...]
+    label: str
+    composite: bool
+
+
+# per unit: (input port, source unit, the source's output index)
+Wiring = list[list[tuple[int, int, int]]]
+
+
 def canonicalize(
     graph: Graph, nodes: Sequence[str], composites: Sequence[Candidate] = ()
 ) -> CanonicalRegion:
@@ -162,12 +175,24 @@ def canonicalize(
 
     pos = topo_position(graph)
     inside = set(nodes)
-    by_composite, by_onnx = _alias_labels()
+    raw, unit_of, composite_input = _raw_units(graph, inside, composites, pos)
+    wiring = _wiring(graph, inside, raw, unit_of, composite_input)
     commutative = _commutative()
+    coarse = [_coarse(graph, u) for u in raw]
+    free = [u.composite or u.label in commutative for u in raw]
+    colour = _colours(coarse, wiring, free)
+    order = _canonical_order(wiring, colour, raw, pos)
+    return _in_order(order, raw, wiring, coarse, free)
 
-    # 1. units: whole composite instances inside the region (largest first), else nodes
+
+def _raw_units(
+    graph: Graph, inside: set[str], composites: Sequence[Candidate], pos: Mapping[str, int]
+) -> tuple[list[_RawUnit], dict[str, int], dict[int, str]]:
+    """The units: whole composite instances inside the region (largest first), else
+    nodes; each node's unit; each composite unit's one runtime input."""
+    by_composite, by_onnx = _alias_labels()
     unit_of: dict[str, int] = {}
-    raw: list[tuple[tuple[str, ...], str, bool]] = []  # nodes, label, composite
+    raw: list[_RawUnit] = []
     composite_input: dict[int, str] = {}
     for cand in sorted(composites, key=lambda c: (-len(c.node_set), pos[c.nodes[0]], c.rule)):
         members = cand.node_set
@@ -181,61 +206,83 @@ def canonicalize(
         composite_input[len(raw)] = runtime[0]
         for n in members:
             unit_of[n] = len(raw)
-        raw.append((tuple(sorted(members, key=pos.__getitem__)), label, True))
+        raw.append(_RawUnit(tuple(sorted(members, key=pos.__getitem__)), label, True))
     for n in sorted(inside - unit_of.keys(), key=pos.__getitem__):
         unit_of[n] = len(raw)
         op = graph.node(n).op_type
-        raw.append(((n,), by_onnx.get(op, op), False))
+        raw.append(_RawUnit((n,), by_onnx.get(op, op), False))
+    return raw, unit_of, composite_input
 
-    # 2. internal wiring between units
-    def source(t: str) -> tuple[int, int] | None:
-        tensor = graph.tensors.get(t)
-        if tensor is None or tensor.producer is None or tensor.producer not in inside:
-            return None
-        return unit_of[tensor.producer], tensor.producer_port or 0
 
-    wiring: list[list[tuple[int, int, int]]] = []  # per unit: (port, source unit, output idx)
+def _source(
+    graph: Graph, inside: set[str], unit_of: Mapping[str, int], t: str
+) -> tuple[int, int] | None:
+    """(unit, output index) of the unit inside the region producing ``t``, if any."""
+    tensor = graph.tensors.get(t)
+    if tensor is None or tensor.producer is None or tensor.producer not in inside:
+        return None
+    return unit_of[tensor.producer], tensor.producer_port or 0
+
+
+def _wiring(
+    graph: Graph,
+    inside: set[str],
+    raw: Sequence[_RawUnit],
+    unit_of: Mapping[str, int],
+    composite_input: Mapping[int, str],
+) -> Wiring:
+    """The internal wiring between units."""
+    wiring: Wiring = []
     for i, (members, _, is_comp) in enumerate(raw):
         links: list[tuple[int, int, int]] = []
         if is_comp:
-            src = source(composite_input[i])
+            src = _source(graph, inside, unit_of, composite_input[i])
             if src is not None:
                 links.append((0, *src))
         else:
             for port, t in enumerate(graph.node(members[0]).inputs):
-                src = source(t) if t else None
+                src = _source(graph, inside, unit_of, t) if t else None
                 if src is not None and src[0] != i:
                     links.append((port, *src))
         wiring.append(links)
+    return wiring
 
-    def coarse(i: int) -> str:
-        members, label, is_comp = raw[i]
-        return label if is_comp or label != graph.node(members[0]).op_type else coarse_label(label)
 
-    def free_port(i: int) -> bool:
-        return raw[i][2] or raw[i][1] in commutative
+def _coarse(graph: Graph, unit: _RawUnit) -> str:
+    """The unit's label for clustering: an op class for a plain ONNX op."""
+    members, label, is_comp = unit
+    return label if is_comp or label != graph.node(members[0]).op_type else coarse_label(label)
 
-    # 3. Weisfeiler-Lehman colours over labels and wiring
-    n_units = len(raw)
-    consumers: list[list[tuple[int, int, int]]] = [[] for _ in range(n_units)]
+
+def _colours(coarse: Sequence[str], wiring: Wiring, free: Sequence[bool]) -> list[str]:
+    """Weisfeiler-Lehman colours over labels and wiring (a free port: any input)."""
+    n_units = len(coarse)
+    consumers: Wiring = [[] for _ in range(n_units)]
     for i, links in enumerate(wiring):
         for port, src, idx in links:
-            consumers[src].append((-1 if free_port(i) else port, i, idx))
-    colour = [_hash(coarse(i)) for i in range(n_units)]
+            consumers[src].append((-1 if free[i] else port, i, idx))
+    colour = [_hash(coarse[i]) for i in range(n_units)]
     for _ in range(4):
         colour = [
             _hash(
                 colour[i],
-                sorted((-1 if free_port(i) else p, colour[s], x) for p, s, x in wiring[i]),
+                sorted((-1 if free[i] else p, colour[s], x) for p, s, x in wiring[i]),
                 sorted((p, colour[c], x) for p, c, x in consumers[i]),
             )
             for i in range(n_units)
         ]
+    return colour
 
-    # 4. canonical order: roots, then topological by smallest colour
+
+def _canonical_order(
+    wiring: Wiring, colour: Sequence[str], raw: Sequence[_RawUnit], pos: Mapping[str, int]
+) -> list[int]:
+    """The canonical order: roots, then topological by smallest colour."""
+
     def tie(i: int) -> tuple[str, int]:
         return colour[i], pos[raw[i][0][0]]
 
+    n_units = len(raw)
     indeg = [len({s for _, s, _ in links}) for links in wiring]
     order = sorted((i for i in range(n_units) if indeg[i] == 0), key=tie)
     placed = set(order)
@@ -246,8 +293,18 @@ def canonicalize(
         order.append(nxt)
         placed.add(nxt)
         del waiting[nxt]
-    index = {u: k for k, u in enumerate(order)}
+    return order
 
+
+def _in_order(
+    order: Sequence[int],
+    raw: Sequence[_RawUnit],
+    wiring: Wiring,
+    coarse: Sequence[str],
+    free: Sequence[bool],
+) -> CanonicalRegion:
+    """The units in canonical order, their inputs indexing it, and the key."""
+    index = {u: k for k, u in enumerate(order)}
     units = []
     key = []
     for u in order:
@@ -258,13 +315,7 @@ def canonicalize(
                 key=lambda r: (r.source, r.port, r.output_idx),
             )
         )
-        units.append(Unit(members, label, coarse(u), is_comp, free_port(u), refs))
-        key.append(
-            (
-                coarse(u),
-                tuple(
-                    sorted((-1 if free_port(u) else r.port, r.source, r.output_idx) for r in refs)
-                ),
-            )
-        )
+        units.append(Unit(members, label, coarse[u], is_comp, free[u], refs))
+        ports = sorted((-1 if free[u] else r.port, r.source, r.output_idx) for r in refs)
+        key.append((coarse[u], tuple(ports)))
     return CanonicalRegion(tuple(units), tuple(key))

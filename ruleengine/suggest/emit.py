@@ -386,7 +386,7 @@ def size_limit(sizes: tuple[int | None, int | None]) -> dict[str, int]:
     return {f: n for f, n in zip(fields, sizes, strict=True) if n is not None}
 
 
-def draft(  # noqa: PLR0913
+def draft(
     cluster: Cluster,
     name: str,
     priority: int,
@@ -412,13 +412,53 @@ def draft(  # noqa: PLR0913
     after them (``bare_convs``); the pattern with one after each is written as a branch
     (an export that keeps the inference BatchNorm, which a compiler folds into the Conv:
     the cost model counts its constants as folded, ``cost.scoring``)."""
+    match: dict = {"ops": pattern_ops(cluster, spread, pins)}
+    subgraph = _subgraph(cluster, spread, counts)
+    if subgraph:
+        match["subgraph"] = subgraph
+    branch = _branches(cluster, spread, pins, drop, bn_after)
+    if branch:
+        match["branches"] = branch
+    description = describe(cluster, target, spread)
+    pinned = _pinned(pins, counts, sizes)
+    if pinned:
+        description += (
+            f"\n{PINNED_NOTE} ({'; '.join(pinned)}): the structure alone also matched where "
+            "fusing it lowers coverage."
+        )
+    rule = {
+        "name": name,
+        "priority": priority,
+        "description": description,
+        "match": match,
+        "rewrite": {"target_op": _camel(name)},
+        "constraints": _constraints(cluster, sizes),
+        "output": {"kernel_name": name},
+    }
+    text = HEADER + yaml.dump(rule, Dumper=_Dumper, sort_keys=False, width=100, allow_unicode=True)
+    return rule, text
+
+
+def _constraints(cluster: Cluster, sizes: tuple[int | None, int | None] | None) -> list[dict]:
+    """ub_fit; the regions' dtypes; their largest tensors where ``sizes`` pins them."""
     dtypes = sorted(set().union(*(i.dtypes for i in cluster.instances)))
     constraints: list[dict] = [{"type": "ub_fit"}]
     if dtypes:
         constraints.append({"type": "dtype_match", "allowed_dtypes": dtypes})
     if sizes is not None and any(n is not None for n in sizes):
         constraints.append({"type": "memory_limit", **size_limit(sizes)})
-    match: dict = {"ops": pattern_ops(cluster, spread, pins)}
+    return constraints
+
+
+def _branches(
+    cluster: Cluster,
+    spread: int | None,
+    pins: Mapping[int, dict] | None,
+    drop: Sequence[int],
+    bn_after: Sequence[int],
+) -> list[dict]:
+    """The branches: without the no-op Casts ``drop``, with a BatchNormalization after
+    each Conv of ``bn_after`` (``draft``)."""
     branch: list[dict] = []
     if drop:
         kept = [k for k in range(len(cluster.instances[0].units)) if k not in set(drop)]
@@ -446,6 +486,14 @@ def draft(  # noqa: PLR0913
                 ),
             }
         )
+    return branch
+
+
+def _subgraph(
+    cluster: Cluster, spread: int | None, counts: tuple[int, int, int | None] | None
+) -> dict:
+    """The ``subgraph`` fields: pinned input and output counts; intermediates read
+    outside allowed where the rule is generalized or a region has one."""
     subgraph: dict = {}
     if counts is not None:
         subgraph["input_count_range"] = [counts[0], counts[1]]
@@ -454,43 +502,30 @@ def draft(  # noqa: PLR0913
     if spread is not None or any(i.escapes for i in cluster.instances):
         # a generalized rule meets other exports, where a residual may read inside it
         subgraph["allow_intermediate_outputs"] = True
-    if subgraph:
-        match["subgraph"] = subgraph
-    if branch:
-        match["branches"] = branch
-    description = describe(cluster, target, spread)
-    sized = sizes is not None and any(n is not None for n in sizes)
-    if pins or counts is not None or sized:
-        what = ["attribute values"] if pins else []
-        if counts is not None:
-            ins = f"{counts[0]}" if counts[0] == counts[1] else f"{counts[0]}-{counts[1]}"
-            outs = "" if counts[2] is None else f", {counts[2]} output(s)"
-            what.append(f"{ins} non-constant input(s){outs}")
-        if sized:
-            assert sizes is not None
-            what.append(
-                "tensor sizes up to "
-                + " and ".join(
-                    f"{human_bytes(n)} {kind}"
-                    for n, kind in zip(sizes, ("inside", "out"), strict=True)
-                    if n is not None
-                )
+    return subgraph
+
+
+def _pinned(
+    pins: Mapping[int, dict] | None,
+    counts: tuple[int, int, int | None] | None,
+    sizes: tuple[int | None, int | None] | None,
+) -> list[str]:
+    """What a pinned draft pins, as its description names it (none: not pinned)."""
+    what = ["attribute values"] if pins else []
+    if counts is not None:
+        ins = f"{counts[0]}" if counts[0] == counts[1] else f"{counts[0]}-{counts[1]}"
+        outs = "" if counts[2] is None else f", {counts[2]} output(s)"
+        what.append(f"{ins} non-constant input(s){outs}")
+    if sizes is not None and any(n is not None for n in sizes):
+        what.append(
+            "tensor sizes up to "
+            + " and ".join(
+                f"{human_bytes(n)} {kind}"
+                for n, kind in zip(sizes, ("inside", "out"), strict=True)
+                if n is not None
             )
-        description += (
-            f"\n{PINNED_NOTE} ({'; '.join(what)}): the structure alone also matched where "
-            "fusing it lowers coverage."
         )
-    rule = {
-        "name": name,
-        "priority": priority,
-        "description": description,
-        "match": match,
-        "rewrite": {"target_op": _camel(name)},
-        "constraints": constraints,
-        "output": {"kernel_name": name},
-    }
-    text = HEADER + yaml.dump(rule, Dumper=_Dumper, sort_keys=False, width=100, allow_unicode=True)
-    return rule, text
+    return what
 
 
 def fitting_priority(absorbed: Iterable[str], priorities: Mapping[str, int]) -> int:

@@ -2,8 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, NamedTuple
+
+if TYPE_CHECKING:
+    from ruleengine.coverage import CoverageFigures
+
+# where suggest reports what it is doing (the CLI prints it on stderr)
+Progress = Callable[[str], None]
 
 
 @dataclass(frozen=True)
@@ -131,3 +139,15 @@ class Suggestion:
     dropped: tuple[tuple[str, str], ...]  # (cluster description, why it got no rule)
     coverage: tuple[ModelCoverage, ...]
     target: str
+
+
+class ModelBaseline(NamedTuple):
+    """One model's figures with the given rules alone, as its drafting found them."""
+
+    path: str | Path
+    name: str  # display name of the model
+    before: CoverageFigures  # coverage of the given rules' chosen groups
+    reach: float  # the drafting partition's simulated selection (share of fusable bytes)
+    # (ceiling, ceiling_exact, partition_max, partition_max_exact) of ``ModelCoverage``
+    ceilings: tuple[float, bool, float, bool]
+    bound: float  # ``ModelCoverage.bound``

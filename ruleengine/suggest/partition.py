@@ -24,7 +24,7 @@ solver proved optimality and no cap cut the pool short.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -85,7 +85,7 @@ class Pool:
     capped: str = ""  # which cap cut the pool short, if any
 
 
-def _candidate(graph: Graph, nodes: Iterable[str], pos) -> Candidate:  # noqa: ANN001
+def _candidate(graph: Graph, nodes: Iterable[str], pos: Mapping[str, int]) -> Candidate:
     ordered = sorted(set(nodes), key=pos.__getitem__)
     return Candidate("", 0, tuple((n,) for n in ordered), (), ())
 
@@ -157,25 +157,41 @@ def kernel_pool(
     memo: GroupMemo | None = None,
 ) -> Pool:
     """Every convex connected group the cost model fuses (see the module docstring)."""
-    from ruleengine.topology import graph_topology
+    judge = _Judge(graph, target, edges, memo or GroupMemo(graph, target))
+    growth = _Growth(judge, max_ops, max_sets)
+    growth.run()
+    for group in extra:
+        ids = sorted(judge.index[n] for n in group)
+        bits = sum(1 << i for i in ids)
+        if bits not in judge.kernels and len(ids) > 1:
+            judge.judge(ids, bits)
+    if not growth.complete:
+        _merge_rounds(judge, edges)
+    ordered = sorted(judge.kernels.items())
+    return Pool(tuple(k for _, k in ordered), growth.complete, growth.scored_sets, growth.capped)
 
-    topo = graph_topology(graph)
-    names = topo.names
-    index = {n: i for i, n in enumerate(names)}
-    memo = memo or GroupMemo(graph, target)
-    kinds = coverage.node_kinds(graph)
-    folded = coverage.compile_time_nodes(graph)
 
-    # descendants / ancestors as bitsets, for convex closures
+def _members(bits: int) -> list[int]:
+    """The node indices of a bitset, lowest first."""
+    out = []
+    while bits:
+        low = bits & -bits
+        out.append(low.bit_length() - 1)
+        bits ^= low
+    return out
+
+
+def _reach_bits(names: Sequence[str], index: dict[str, int], succ: Any) -> tuple[list, list]:
+    """Descendants and ancestors of each node (itself included) as bitsets."""
     desc = [0] * len(names)
     for n in reversed(names):
         bits = 1 << index[n]
-        for s in topo.succ[n]:
+        for s in succ[n]:
             bits |= desc[index[s]]
         desc[index[n]] = bits
     preds: list[list[int]] = [[] for _ in names]
     for u in names:
-        for v in topo.succ[u]:
+        for v in succ[u]:
             preds[index[v]].append(index[u])
     anc = [0] * len(names)
     for i in range(len(names)):
@@ -183,143 +199,187 @@ def kernel_pool(
         for p in preds[i]:
             bits |= anc[p]
         anc[i] = bits
+    return desc, anc
 
-    allowed = 0
-    for n in names:
-        if n not in folded and kinds[n] != coverage.OPAQUE:
-            allowed |= 1 << index[n]
-    near: dict[int, set[int]] = {}
-    edge_masks: dict[int, list[tuple[int, int]]] = {}
-    for e in edges.edges:
-        chain = [index[x] for x in (e.producer, *e.via, e.consumer)]
-        for a in chain:
-            near.setdefault(a, set()).update(b for b in chain if b != a)
-        mask = (1 << chain[0]) | (1 << chain[-1])
-        edge_masks.setdefault(chain[0], []).append((mask, e.nbytes))
-    neighbours = {a: tuple(sorted(b for b in bs if allowed >> b & 1)) for a, bs in near.items()}
-    weights = _weights(graph, (names[i] for i in range(len(names)) if allowed >> i & 1))
-    compute = [kinds[n] != coverage.VIEW for n in names]
 
-    def members(bits: int) -> list[int]:
-        out = []
-        while bits:
-            low = bits & -bits
-            out.append(low.bit_length() - 1)
-            bits ^= low
-        return out
+class _Judge:
+    """The graph as bitsets (node indices in topological order), and the kernels the
+    cost model accepts among the sets judged so far (by bitset)."""
 
-    def closure(bits: int) -> int:
+    def __init__(
+        self, graph: Graph, target: Target, edges: coverage.FusableEdges, memo: GroupMemo
+    ) -> None:
+        from ruleengine.topology import graph_topology
+
+        self.graph, self.target, self.memo = graph, target, memo
+        self.topo = graph_topology(graph)
+        names = self.names = self.topo.names
+        index = self.index = {n: i for i, n in enumerate(names)}
+        kinds = coverage.node_kinds(graph)
+        folded = coverage.compile_time_nodes(graph)
+        self.desc, self.anc = _reach_bits(names, index, self.topo.succ)
+        self.allowed = 0
+        for n in names:
+            if n not in folded and kinds[n] != coverage.OPAQUE:
+                self.allowed |= 1 << index[n]
+        self._edges(edges)
+        allowed_names = (names[i] for i in range(len(names)) if self.allowed >> i & 1)
+        self.weights = _weights(graph, allowed_names)
+        self.compute = [kinds[n] != coverage.VIEW for n in names]
+        self._slots(kinds)
+        self.limit = target.max_fused_inputs
+        self.kernels: dict[int, Kernel] = {}
+
+    def _edges(self, edges: coverage.FusableEdges) -> None:
+        """Each node's allowed neighbours along fusable edges; each edge's end mask."""
+        near: dict[int, set[int]] = {}
+        self.edge_masks: dict[int, list[tuple[int, int]]] = {}
+        for e in edges.edges:
+            chain = [self.index[x] for x in (e.producer, *e.via, e.consumer)]
+            for a in chain:
+                near.setdefault(a, set()).update(b for b in chain if b != a)
+            mask = (1 << chain[0]) | (1 << chain[-1])
+            self.edge_masks.setdefault(chain[0], []).append((mask, e.nbytes))
+        self.neighbours = {
+            a: tuple(sorted(b for b in bs if self.allowed >> b & 1)) for a, bs in near.items()
+        }
+
+    def _slots(self, kinds: dict[str, str]) -> None:
+        """Kernel inputs as the cost model counts them (data ports; weights unless
+        scalar or integer), to skip scoring sets that are over the limit anyway."""
+        graph = self.graph
+        self.slots: list[tuple[str, ...]] = []
+        self.made: list[tuple[str, ...]] = []
+        for n in self.names:
+            node = graph.node(n)
+            ports = node.inputs[:1] if kinds[n] == coverage.VIEW else node.inputs
+            # (aliases of one constant through Identity nodes: one slot, as the cost model
+            # counts them; the Identity is compile-time, never in a group)
+            skip = _foldable_bn_stats(graph, n)
+            self.slots.append(
+                tuple(_slot_key(graph, t) for t in ports if t and t not in skip and _slot(graph, t))
+            )
+            self.made.append(tuple(t for t in node.outputs if t))
+
+    def closure(self, bits: int) -> int:
+        """The convex closure of a set."""
         d = a = 0
-        for i in members(bits):
-            d |= desc[i]
-            a |= anc[i]
+        for i in _members(bits):
+            d |= self.desc[i]
+            a |= self.anc[i]
         return (d & a) | bits
 
-    def captured(ids: list[int], bits: int) -> int:
-        return sum(b for i in ids for mask, b in edge_masks.get(i, ()) if bits & mask == mask)
+    def captured(self, ids: list[int], bits: int) -> int:
+        return sum(b for i in ids for mask, b in self.edge_masks.get(i, ()) if bits & mask == mask)
 
-    kernels: dict[int, Kernel] = {}
-    judged: set[int] = set()  # sets already scored (deferred sets come round again)
-    overflow: set[int] = set()
+    def too_many_inputs(self, ids: list[int]) -> bool:
+        produced = {t for i in ids for t in self.made[i]}
+        return len({t for i in ids for t in self.slots[i] if t not in produced}) > self.limit
 
-    def judge(ids: list[int], bits: int) -> Verdict:
-        nodes = [names[i] for i in ids]
-        scored = score_one(graph, _candidate(graph, nodes, topo.pos), None, target, memo=memo)
-        got = captured(ids, bits)
+    def judge(self, ids: list[int], bits: int) -> Verdict:
+        """Score the set; a kernel where the cost model fuses it and it captures bytes."""
+        nodes = [self.names[i] for i in ids]
+        graph = self.graph
+        candidate = _candidate(graph, nodes, self.topo.pos)
+        scored = score_one(graph, candidate, None, self.target, memo=self.memo)
+        got = self.captured(ids, bits)
         if scored.verdict is Verdict.FUSE and got > 0:
             cost = scored.cost
-            kernels[bits] = Kernel(
+            self.kernels[bits] = Kernel(
                 frozenset(nodes),
                 got,
                 cost.bytes_saved,  # type: ignore[union-attr]
                 cost.net_bytes,  # type: ignore[union-attr]
-                sum(compute[i] for i in ids),
+                sum(self.compute[i] for i in ids),
             )
         return scored.verdict
 
-    # kernel inputs as the cost model counts them (data ports; weights unless scalar or
-    # integer), to skip scoring sets that are over the limit anyway
-    slots: list[tuple[str, ...]] = []
-    made: list[tuple[str, ...]] = []
-    for n in names:
-        node = graph.node(n)
-        ports = node.inputs[:1] if kinds[n] == coverage.VIEW else node.inputs
-        # (aliases of one constant through Identity nodes: one slot, as the cost model
-        # counts them; the Identity is compile-time, never in a group)
-        skip = _foldable_bn_stats(graph, n)
-        slots.append(
-            tuple(_slot_key(graph, t) for t in ports if t and t not in skip and _slot(graph, t))
-        )
-        made.append(tuple(t for t in node.outputs if t))
 
-    def too_many_inputs(ids: list[int]) -> bool:
-        produced = {t for i in ids for t in made[i]}
-        return len({t for i in ids for t in slots[i] if t not in produced}) > limit
+class _Growth:
+    """Sets grown one allowed neighbour at a time (convex closures), breadth first,
+    each judged once, within an op cap and a budget of sets judged."""
 
-    limit = target.max_fused_inputs
-    seen: set[int] = set()
-    frontier = sorted(1 << i for i in neighbours)
-    seen.update(frontier)
-    scored_sets = 0
-    complete = True
-    capped = ""
-    deferred: list[int] = []  # sets at the op cap that could grow further
-    op_cap: int | None = max_ops
-    while frontier:
-        grow: list[int] = []
-        for bits in frontier:
-            ids = members(bits)
-            if len(ids) > 1 and bits not in judged:
-                if scored_sets >= max_sets:
-                    complete, capped = False, f"{max_sets} sets"
+    def __init__(self, judge: _Judge, max_ops: int, max_sets: int) -> None:
+        self.j, self.max_ops, self.max_sets = judge, max_ops, max_sets
+        self.judged: set[int] = set()  # sets already scored (deferred sets come round again)
+        self.overflow: set[int] = set()
+        self.seen: set[int] = set()
+        self.scored_sets = 0
+        self.complete = True
+        self.capped = ""
+        self.deferred: list[int] = []  # sets at the op cap that could grow further
+        self.op_cap: int | None = max_ops
+
+    def run(self) -> None:
+        frontier = sorted(1 << i for i in self.j.neighbours)
+        self.seen.update(frontier)
+        while frontier:
+            grow: list[int] = []
+            for bits in frontier:
+                if not self.visit(bits, grow):
                     break
-                judged.add(bits)
-                if not too_many_inputs(ids):
-                    scored_sets += 1
-                    if judge(ids, bits) is Verdict.UB_OVERFLOW:
-                        overflow.add(bits)
-                        continue
-            elif bits in overflow:
-                continue
-            if op_cap is not None and sum(compute[i] for i in ids) >= op_cap:
-                if any(not bits >> u & 1 for i in ids for u in neighbours.get(i, ())):
-                    complete, capped = False, f"{max_ops} ops"  # could grow further
-                    deferred.append(bits)
-                continue
-            for i in ids:
-                for u in neighbours.get(i, ()):
-                    if bits >> u & 1:
-                        continue
-                    bigger = closure(bits | 1 << u)
-                    if bigger in seen:
-                        continue
-                    seen.add(bigger)
-                    if bigger & ~allowed:
-                        continue
-                    ids2 = members(bigger)
-                    if len(frozenset().union(*(weights[names[j]] for j in ids2))) > limit:
-                        continue
-                    grow.append(bigger)
-        frontier = sorted(grow)
-        if scored_sets >= max_sets:
-            break
-        if not frontier and deferred and op_cap is not None:
-            # every set within the op cap is scored and the budget is not spent: grow
-            # the sets at the cap further, without it; if that ends within the budget,
-            # the pool is complete after all
-            frontier, deferred, op_cap = sorted(deferred), [], None
-            complete, capped = True, ""
-    for group in extra:
-        ids = sorted(index[n] for n in group)
-        bits = sum(1 << i for i in ids)
-        if bits not in kernels and len(ids) > 1:
-            judge(ids, bits)
-    # merge rounds past the caps: the best partition so far; every uncaptured edge
-    # between two of its groups (or lone nodes) tries the convex closure of their union
+            frontier = sorted(grow)
+            if self.scored_sets >= self.max_sets:
+                break
+            if not frontier and self.deferred and self.op_cap is not None:
+                # every set within the op cap is scored and the budget is not spent: grow
+                # the sets at the cap further, without it; if that ends within the budget,
+                # the pool is complete after all
+                frontier, self.deferred, self.op_cap = sorted(self.deferred), [], None
+                self.complete, self.capped = True, ""
+
+    def visit(self, bits: int, grow: list[int]) -> bool:
+        """Judge the set and add its growths to ``grow``; False where the budget is spent."""
+        j = self.j
+        ids = _members(bits)
+        if len(ids) > 1 and bits not in self.judged:
+            if self.scored_sets >= self.max_sets:
+                self.complete, self.capped = False, f"{self.max_sets} sets"
+                return False
+            self.judged.add(bits)
+            if not j.too_many_inputs(ids):
+                self.scored_sets += 1
+                if j.judge(ids, bits) is Verdict.UB_OVERFLOW:
+                    self.overflow.add(bits)
+                    return True
+        elif bits in self.overflow:
+            return True
+        if self.op_cap is not None and sum(j.compute[i] for i in ids) >= self.op_cap:
+            if any(not bits >> u & 1 for i in ids for u in j.neighbours.get(i, ())):
+                self.complete, self.capped = False, f"{self.max_ops} ops"  # could grow further
+                self.deferred.append(bits)
+            return True
+        self.grow(bits, ids, grow)
+        return True
+
+    def grow(self, bits: int, ids: list[int], grow: list[int]) -> None:
+        """Each convex closure of the set and one neighbour, not seen, within the
+        allowed nodes and the input limit's weights."""
+        j = self.j
+        for i in ids:
+            for u in j.neighbours.get(i, ()):
+                if bits >> u & 1:
+                    continue
+                bigger = j.closure(bits | 1 << u)
+                if bigger in self.seen:
+                    continue
+                self.seen.add(bigger)
+                if bigger & ~j.allowed:
+                    continue
+                ids2 = _members(bigger)
+                if len(frozenset().union(*(j.weights[j.names[k]] for k in ids2))) > j.limit:
+                    continue
+                grow.append(bigger)
+
+
+def _merge_rounds(judge: _Judge, edges: coverage.FusableEdges) -> None:
+    """Merge rounds past the caps: the best partition so far; every uncaptured edge
+    between two of its groups (or lone nodes) tries the convex closure of their union."""
+    index = judge.index
     tried: set[int] = set()
-    for _ in range(MERGE_ROUNDS if not complete else 0):
-        ordered = [k for _, k in sorted(kernels.items())]
-        part = best_partition(graph, ordered)
+    for _ in range(MERGE_ROUNDS):
+        ordered = [k for _, k in sorted(judge.kernels.items())]
+        part = best_partition(judge.graph, ordered)
         owner: dict[int, int] = {}
         for k in part.kernels:
             bits = sum(1 << index[n] for n in k.nodes)
@@ -331,17 +391,15 @@ def kernel_pool(
             ends = owner.get(a, 1 << a) | owner.get(b, 1 << b)
             if owner.get(a) is not None and owner.get(a) == owner.get(b):
                 continue
-            bits = closure(ends | sum(1 << index[v] for v in e.via))
-            if bits in tried or bits in kernels or bits & ~allowed:
+            bits = judge.closure(ends | sum(1 << index[v] for v in e.via))
+            if bits in tried or bits in judge.kernels or bits & ~judge.allowed:
                 continue
             tried.add(bits)
-            ids = members(bits)
-            if not too_many_inputs(ids) and judge(ids, bits) is Verdict.FUSE:
+            ids = _members(bits)
+            if not judge.too_many_inputs(ids) and judge.judge(ids, bits) is Verdict.FUSE:
                 added += 1
         if not added:
             break
-    ordered = sorted(kernels.items())
-    return Pool(tuple(k for _, k in ordered), complete, scored_sets, capped)
 
 
 def best_partition(

@@ -18,8 +18,9 @@ What grew past a chosen group, or formed among free nodes, is a *region*.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from functools import partial
 
 from ruleengine import coverage
 from ruleengine.cost.model import Target, Verdict
@@ -136,114 +137,186 @@ def search_regions(
     held = memo.get(key) if memo is not None else None
     base = held[1] if held is not None and held[0] is graph else None
     if base is None:
-        seeds = find_regions(graph, chosen, target, edges)
-        pool = kernel_pool(
-            graph, target, edges, extra=[*chosen, *(r.nodes for r in seeds)], max_sets=max_sets
-        )
-        compacts = []
-        for cap in compact_ops:
-            small = [k for k in pool.kernels if k.compute_ops <= cap or k.nodes in kept]
-            packed = best_partition(graph, small, prefer=chosen, value=lambda k: k.net_bytes)
-            compacts.append((packed, cap))
-        compact_kernels = [k for p, cap in compacts for k in p.kernels if k.compute_ops <= cap]
-        rival_kernels = [Kernel(nodes, _captured(edges, nodes), 0, net, 0) for nodes, net in rivals]
-        offered_already = {k.nodes for k in rival_kernels}  # candidates of the rules in use
-
-        # every viable candidate of the rules in use is a kernel the target accepts too (a
-        # bundled group may be larger than the pool's caps): the partitions may use them
-        # (a node set both in the pool and a candidate: the selection sees both, keeps the
-        # larger net bytes)
-        by_nodes = {k.nodes: k for k in pool.kernels}
-        for r in rival_kernels:
-            k = by_nodes.get(r.nodes)
-            if k is None:
-                by_nodes[r.nodes] = r
-            elif r.net_bytes > k.net_bytes:
-                by_nodes[r.nodes] = Kernel(
-                    k.nodes, k.captured, k.bytes_saved, r.net_bytes, k.compute_ops
-                )
-        wider = [by_nodes[k.nodes] for k in pool.kernels]
-        pooled = {w.nodes for w in wider}  # once: built per rival it was quadratic
-        wider += [k for k in rival_kernels if k.nodes not in pooled]
-
-        ceiling = best_partition(graph, wider, complete=pool.complete, prefer=chosen)
-        now = best_partition(graph, rival_kernels, value=lambda k: k.net_bytes)
-        floor = sum(k.net_bytes for k in now.kernels)
-        floor = floor if net_floor is None else min(floor, net_floor)
-        as_offered = [by_nodes[r.nodes] for r in rival_kernels]
-        rows: list = []  # the selectable ceiling's rows, proven for every pickable partition
-        selectable = selectable_partition(
-            graph, wider, as_offered, now, floor, pool.complete, rows=rows
-        )
-        if not selectable.kernels and ceiling.kernels:  # no bound proven within the time limit
-            selectable = replace(ceiling, status="BOUND")  # any partition bounds it; not reached
-        twin = selectable  # a bound: reached or not, the twins only add rows
-        if selectable.status != "BOUND":
-            from ruleengine.suggest.twins import twin_ceiling
-
-            got = twin_ceiling(
-                graph,
-                wider,
-                as_offered,
-                rows[0] if rows else floor,
-                pool.complete,
-                conditions=rows[1] if rows else (),
-                start=selectable,
-            )
-            twin = got if got.kernels else replace(selectable, status="BOUND")
-        options = [
-            best_partition(
-                graph,
-                wider,
-                complete=pool.complete,
-                prefer=chosen,
-                value=lambda k, m=m: 4 * k.net_bytes + m * k.captured,
-            )
-            for m in MIX
-        ]
-        base = _TwinFree(
-            pool=pool,
-            compacts=compacts,
-            compact_kernels=compact_kernels,
-            rival_kernels=rival_kernels,
-            offered_already=offered_already,
-            by_nodes=by_nodes,
-            wider=wider,
-            ceiling=ceiling,
-            now=now,
-            floor=floor,
-            as_offered=as_offered,
-            selectable=selectable,
-            options=tuple(options),
-            twin_ceiling=twin,
-        )
+        base = _twin_free(graph, chosen, target, edges, rivals, net_floor, compact_ops, max_sets)
         if memo is not None:
             memo[key] = (graph, base)  # held: its id is not reused
-    options = list(base.options)
-    twin_of: dict[frozenset[str], str] = {}
-    by_twin: dict[str, list[Kernel]] = {}
-    if twins:
-        from ruleengine.suggest.twins import twin_classes
+    selection = _Selection(graph, base, twins)
+    options = _drafting_options(graph, base, twins)
+    score, best, compact_used = _best_option(options, base, kept, selection)
+    compact = (
+        r
+        for p, cap in base.compacts
+        for r in _regions(p, kept, base, pos, cap)
+        if frozenset(r.nodes) in compact_used
+    )
+    return RegionSearch(
+        _regions(options[best], kept, base, pos),
+        tuple(dict.fromkeys(compact)),
+        base.ceiling,
+        base.selectable,
+        options[best],
+        score,
+        base.pool,
+        base.twin_ceiling,
+    )
 
-        twin_of = twin_classes(graph, base.wider)
-        for k in base.wider:
-            by_twin.setdefault(twin_of[k.nodes], []).append(k)
 
-    def selected(p: Partition, compact: Sequence[Kernel] = base.compact_kernels) -> int:
+def _net_bytes(k: Kernel) -> int:
+    return k.net_bytes
+
+
+def _mixed(m: int, k: Kernel) -> int:
+    """A drafting partition's objective: net bytes plus ``m`` quarter captured bytes."""
+    return 4 * k.net_bytes + m * k.captured
+
+
+def _twin_free(
+    graph: Graph,
+    chosen: Sequence[frozenset[str]],
+    target: Target,
+    edges: coverage.FusableEdges,
+    rivals: Sequence[tuple[frozenset[str], int]],
+    net_floor: int | None,
+    compact_ops: Sequence[int],
+    max_sets: int,
+) -> _TwinFree:
+    """The pool, its compact packings, the ceilings and the drafting options: what
+    ``search_regions`` computes whether or not ``twins``."""
+    kept = set(chosen)
+    seeds = find_regions(graph, chosen, target, edges)
+    pool = kernel_pool(
+        graph, target, edges, extra=[*chosen, *(r.nodes for r in seeds)], max_sets=max_sets
+    )
+    compacts = []
+    for cap in compact_ops:
+        small = [k for k in pool.kernels if k.compute_ops <= cap or k.nodes in kept]
+        packed = best_partition(graph, small, prefer=chosen, value=_net_bytes)
+        compacts.append((packed, cap))
+    compact_kernels = [k for p, cap in compacts for k in p.kernels if k.compute_ops <= cap]
+    rival_kernels = [Kernel(nodes, _captured(edges, nodes), 0, net, 0) for nodes, net in rivals]
+    by_nodes, wider = _with_rivals(pool, rival_kernels)
+    ceiling = best_partition(graph, wider, complete=pool.complete, prefer=chosen)
+    now = best_partition(graph, rival_kernels, value=_net_bytes)
+    floor = sum(k.net_bytes for k in now.kernels)
+    floor = floor if net_floor is None else min(floor, net_floor)
+    as_offered = [by_nodes[r.nodes] for r in rival_kernels]
+    selectable, twin = _selectable_ceilings(
+        graph, wider, as_offered, now, floor, pool.complete, ceiling
+    )
+    options = [
+        best_partition(
+            graph, wider, complete=pool.complete, prefer=chosen, value=partial(_mixed, m)
+        )
+        for m in MIX
+    ]
+    return _TwinFree(
+        pool=pool,
+        compacts=compacts,
+        compact_kernels=compact_kernels,
+        rival_kernels=rival_kernels,
+        offered_already={k.nodes for k in rival_kernels},  # candidates of the rules in use
+        by_nodes=by_nodes,
+        wider=wider,
+        ceiling=ceiling,
+        now=now,
+        floor=floor,
+        as_offered=as_offered,
+        selectable=selectable,
+        options=tuple(options),
+        twin_ceiling=twin,
+    )
+
+
+def _with_rivals(
+    pool: Pool, rival_kernels: Sequence[Kernel]
+) -> tuple[dict[frozenset[str], Kernel], list[Kernel]]:
+    """The pool's kernels with the rules in use's candidates: every viable candidate is
+    a kernel the target accepts too (a bundled group may be larger than the pool's
+    caps): the partitions may use them (a node set both in the pool and a candidate: the
+    selection sees both, keeps the larger net bytes). (by node set, in pool order)."""
+    by_nodes = {k.nodes: k for k in pool.kernels}
+    for r in rival_kernels:
+        k = by_nodes.get(r.nodes)
+        if k is None:
+            by_nodes[r.nodes] = r
+        elif r.net_bytes > k.net_bytes:
+            by_nodes[r.nodes] = Kernel(
+                k.nodes, k.captured, k.bytes_saved, r.net_bytes, k.compute_ops
+            )
+    wider = [by_nodes[k.nodes] for k in pool.kernels]
+    pooled = {w.nodes for w in wider}  # once: built per rival it was quadratic
+    wider += [k for k in rival_kernels if k.nodes not in pooled]
+    return by_nodes, wider
+
+
+def _selectable_ceilings(
+    graph: Graph,
+    wider: Sequence[Kernel],
+    as_offered: Sequence[Kernel],
+    now: Partition,
+    floor: int,
+    complete: bool,
+    ceiling: Partition,
+) -> tuple[Partition, Partition]:
+    """The selectable ceiling, and the same with its drafted groups' twins offered."""
+    rows: list = []  # the selectable ceiling's rows, proven for every pickable partition
+    selectable = selectable_partition(graph, wider, as_offered, now, floor, complete, rows=rows)
+    if not selectable.kernels and ceiling.kernels:  # no bound proven within the time limit
+        selectable = replace(ceiling, status="BOUND")  # any partition bounds it; not reached
+    if selectable.status == "BOUND":
+        return selectable, selectable  # a bound: reached or not, the twins only add rows
+    from ruleengine.suggest.twins import twin_ceiling
+
+    got = twin_ceiling(
+        graph,
+        wider,
+        as_offered,
+        rows[0] if rows else floor,
+        complete,
+        conditions=rows[1] if rows else (),
+        start=selectable,
+    )
+    return selectable, got if got.kernels else replace(selectable, status="BOUND")
+
+
+class _Selection:
+    """The selection stage simulated over the rules in use's candidates, compact groups
+    and a partition's groups (with ``twins``, every twin of each: a rule offers every
+    twin of the group it is drafted from)."""
+
+    def __init__(self, graph: Graph, base: _TwinFree, twins: bool) -> None:
+        self.graph, self.base, self.twins = graph, base, twins
+        self.twin_of: dict[frozenset[str], str] = {}
+        self.by_twin: dict[str, list[Kernel]] = {}
+        if twins:
+            from ruleengine.suggest.twins import twin_classes
+
+            self.twin_of = twin_classes(graph, base.wider)
+            for k in base.wider:
+                self.by_twin.setdefault(self.twin_of[k.nodes], []).append(k)
+
+    def captured(self, p: Partition, compact: Sequence[Kernel] | None = None) -> int:
+        """Captured bytes it picks (``compact``: the compact groups offered, all if None)."""
+        base = self.base
+        compact = base.compact_kernels if compact is None else compact
         offered = {k.nodes: k for k in (*base.rival_kernels, *compact, *p.kernels)}
         offered = {nodes: base.by_nodes.get(nodes, k) for nodes, k in offered.items()}
-        if twins:  # a rule offers every twin of the group it is drafted from
+        if self.twins:
             for k in (*compact, *p.kernels):
-                for t in by_twin.get(twin_of.get(k.nodes, ""), ()):
+                for t in self.by_twin.get(self.twin_of.get(k.nodes, ""), ()):
                     offered.setdefault(t.nodes, t)
         picked = best_partition(
-            graph,
+            self.graph,
             sorted(offered.values(), key=lambda k: sorted(k.nodes)),
-            value=lambda k: k.net_bytes,
+            value=_net_bytes,
         )
         return picked.captured
 
-    options += [base.ceiling, base.selectable]
+
+def _drafting_options(graph: Graph, base: _TwinFree, twins: bool) -> list[Partition]:
+    """The drafting partitions tried: the mixes, the ceiling, the selectable ceiling,
+    and with ``twins`` the most captured partition stable under its twins."""
+    options = [*base.options, base.ceiling, base.selectable]
     if twins:
         from ruleengine.suggest.twins import structural_partition
 
@@ -257,52 +330,48 @@ def search_regions(
         )
         if stable.kernels:
             options.append(stable)
+    return options
 
-    # each option with every compact group offered too, with those apart from its own
-    # new groups (disjoint or equal), and with none: a compact group can split a drafting
-    # group and win the selection on net bytes while capturing less; then fewer compact
-    # regions are drafted (ties keep more: they carry across exporters)
-    def apart(p: Partition) -> list[Kernel]:
-        mine = [k.nodes for k in p.kernels if k.nodes not in kept]
-        return [
-            k for k in base.compact_kernels if all(k.nodes == g or not k.nodes & g for g in mine)
-        ]
 
+def _best_option(
+    options: Sequence[Partition], base: _TwinFree, kept: set[frozenset[str]], selection: _Selection
+) -> tuple[int, int, set[frozenset[str]]]:
+    """(captured bytes picked, index, compact groups offered) of the best drafting
+    option. Each option is tried with every compact group offered too, with those apart
+    from its own new groups (disjoint or equal), and with none: a compact group can
+    split a drafting group and win the selection on net bytes while capturing less; then
+    fewer compact regions are drafted (ties keep more: they carry across exporters)."""
     trials = []
     for i, p in enumerate(options):
-        near = apart(p)
-        trials += [(selected(p), 2, -i, base.compact_kernels), (selected(p, ()), 0, -i, [])]
+        mine = [k.nodes for k in p.kernels if k.nodes not in kept]
+        near = [
+            k for k in base.compact_kernels if all(k.nodes == g or not k.nodes & g for g in mine)
+        ]
+        trials += [
+            (selection.captured(p), 2, -i, base.compact_kernels),
+            (selection.captured(p, ()), 0, -i, []),
+        ]
         if len(near) < len(base.compact_kernels):
-            trials.append((selected(p, near), 1, -i, near))
+            trials.append((selection.captured(p, near), 1, -i, near))
     score, _, best, compact_used = max(trials, key=lambda t: t[:3])
-    best = -best
-    compact_used = {k.nodes for k in compact_used}
+    return score, -best, {k.nodes for k in compact_used}
 
-    def regions(p: Partition, cap: int | None = None) -> tuple[Region, ...]:
-        return tuple(
-            Region(tuple(sorted(k.nodes, key=pos.__getitem__)), k.bytes_saved, k.net_bytes)
-            for k in p.kernels
-            if k.nodes not in kept
-            and k.nodes not in base.offered_already
-            and (cap is None or k.compute_ops <= cap)
-        )
 
-    return RegionSearch(
-        regions(options[best]),
-        tuple(
-            dict.fromkeys(
-                r
-                for p, cap in base.compacts
-                for r in regions(p, cap)
-                if frozenset(r.nodes) in compact_used
-            )
-        ),
-        base.ceiling,
-        base.selectable,
-        options[best],
-        score,
-        base.pool,
-        base.twin_ceiling,
+def _regions(
+    p: Partition,
+    kept: set[frozenset[str]],
+    base: _TwinFree,
+    pos: Mapping[str, int],
+    cap: int | None = None,
+) -> tuple[Region, ...]:
+    """The partition's groups the rules in use neither choose nor offer (within ``cap``
+    compute ops), as regions."""
+    return tuple(
+        Region(tuple(sorted(k.nodes, key=pos.__getitem__)), k.bytes_saved, k.net_bytes)
+        for k in p.kernels
+        if k.nodes not in kept
+        and k.nodes not in base.offered_already
+        and (cap is None or k.compute_ops <= cap)
     )
 
 
@@ -311,7 +380,7 @@ SELECTABLE_ROUNDS = 12
 SELECTABLE_SECONDS = 10.0  # per solve (past it: the best found, not proven)
 
 
-def selectable_partition(  # noqa: PLR0913
+def selectable_partition(
     graph: Graph,
     wider: Sequence[Kernel],
     rivals: Sequence[Kernel],
@@ -380,7 +449,9 @@ def _captured(edges: coverage.FusableEdges, nodes: frozenset[str]) -> int:
     return sum(e.nbytes for e in edges.edges if e.producer in nodes and e.consumer in nodes)
 
 
-def _candidate(graph: Graph, nodes: Iterable[str]) -> Candidate:
+def group_candidate(graph: Graph, nodes: Iterable[str]) -> Candidate:
+    """A node set as a candidate of no rule, in topological order: what the cost model
+    scores (``score_one``) to judge a group on its own."""
     pos = topo_position(graph)
     ordered = sorted(set(nodes), key=pos.__getitem__)
     return Candidate("", 0, tuple((n,) for n in ordered), (), ())
@@ -403,23 +474,8 @@ def find_regions(
     edges = coverage.fusable_edges(graph) if edges is None else edges
     pos = topo_position(graph)
     memo = GroupMemo(graph, target)
-    part_of: dict[str, int] = {}
-    parts: dict[int, frozenset[str]] = {}
-    for i, g in enumerate(groups):
-        members = frozenset(g)
-        parts[i] = members
-        part_of.update(dict.fromkeys(members, i))
-    baseline = {members: i for i, members in parts.items()}
-    fresh = len(parts)
-
-    def part(node: str) -> int:
-        nonlocal fresh
-        if node not in part_of:
-            part_of[node] = fresh
-            parts[fresh] = frozenset((node,))
-            fresh += 1
-        return part_of[node]
-
+    parts = _Parts(groups)
+    baseline = {members: i for i, members in parts.parts.items()}
     order = sorted(
         edges.edges, key=lambda e: (-e.nbytes, pos[e.producer], pos[e.consumer], e.tensor)
     )
@@ -427,37 +483,63 @@ def find_regions(
     for _ in range(2):  # a second pass picks up edges a later merge made possible
         changed = False
         for e in order:
-            ids = {part(n) for n in (e.producer, *e.via, e.consumer)}
-            if part(e.producer) == part(e.consumer):
+            ids = {parts.of(n) for n in (e.producer, *e.via, e.consumer)}
+            if parts.of(e.producer) == parts.of(e.consumer):
                 continue
-            union = frozenset().union(*(parts[i] for i in ids))
+            union = frozenset().union(*(parts.parts[i] for i in ids))
             if max_ops is not None and sum(kinds[n] != coverage.VIEW for n in union) > max_ops:
                 continue
-            scored = score_one(graph, _candidate(graph, union), None, target, memo=memo)
+            scored = score_one(graph, group_candidate(graph, union), None, target, memo=memo)
             if scored.verdict is not Verdict.FUSE:
                 continue
-            keep = min(ids)
-            for i in ids:
-                del parts[i]
-            parts[keep] = union
-            part_of.update(dict.fromkeys(union, keep))
+            parts.merge(ids, union)
             accepted[union] = scored
             changed = True
         if not changed:
             break
     if max_ops is None:
-        _move_nodes(graph, target, memo, edges, parts, part_of)
+        _move_nodes(graph, target, memo, edges, parts.parts, parts.part_of)
     regions = []
-    for members in parts.values():
+    for members in parts.parts.values():
         if len(members) < 2 or members in baseline:
             continue
         scored = accepted.get(members) or score_one(
-            graph, _candidate(graph, members), None, target, memo=memo
+            graph, group_candidate(graph, members), None, target, memo=memo
         )
         cost = scored.cost  # type: ignore[attr-defined]
         nodes = tuple(sorted(members, key=pos.__getitem__))
         regions.append(Region(nodes, cost.bytes_saved, cost.net_bytes))
     return tuple(sorted(regions, key=lambda r: pos[r.nodes[0]]))
+
+
+class _Parts:
+    """The greedy merge's partition: the chosen groups, then each other node met on its
+    own (numbered as met), merged along fusable edges."""
+
+    def __init__(self, groups: Sequence[Iterable[str]]) -> None:
+        self.part_of: dict[str, int] = {}
+        self.parts: dict[int, frozenset[str]] = {}
+        for i, g in enumerate(groups):
+            members = frozenset(g)
+            self.parts[i] = members
+            self.part_of.update(dict.fromkeys(members, i))
+        self.fresh = len(self.parts)
+
+    def of(self, node: str) -> int:
+        """The node's part (a new part of its own the first time a free node is met)."""
+        if node not in self.part_of:
+            self.part_of[node] = self.fresh
+            self.parts[self.fresh] = frozenset((node,))
+            self.fresh += 1
+        return self.part_of[node]
+
+    def merge(self, ids: Iterable[int], union: frozenset[str]) -> None:
+        """The parts ``ids`` become one (``union``), numbered as the lowest of them."""
+        keep = min(ids)
+        for i in ids:
+            del self.parts[i]
+        self.parts[keep] = union
+        self.part_of.update(dict.fromkeys(union, keep))
 
 
 def _components(graph: Graph, members: frozenset[str]) -> list[frozenset[str]]:
@@ -482,35 +564,22 @@ def _components(graph: Graph, members: frozenset[str]) -> list[frozenset[str]]:
     return out
 
 
-def _move_nodes(graph, target, memo, edges, parts, part_of, rounds: int = 3) -> None:  # noqa: ANN001
+def _move_nodes(
+    graph: Graph,
+    target: Target,
+    memo: GroupMemo,
+    edges: coverage.FusableEdges,
+    parts: dict[int, frozenset[str]],
+    part_of: dict[str, int],
+    rounds: int = 3,
+) -> None:
     """Local search after the greedy merge: move one end of an uncaptured edge (with the
     views between) into the other end's part when that captures more fusable bytes and
     every part it touches stays a kernel the cost model accepts. The greedy order can
     bind a node to the wrong neighbour (a LayerNorm kept with the block before it while
     its three projections and the residual read its output); this undoes it."""
     pos = topo_position(graph)
-    incident: dict[str, list[coverage.Edge]] = {}
-    for e in edges.edges:
-        incident.setdefault(e.producer, []).append(e)
-        incident.setdefault(e.consumer, []).append(e)
-
-    def captured(members: frozenset[str]) -> int:
-        seen = set()
-        total = 0
-        for n in members:
-            for e in incident.get(n, ()):
-                if id(e) not in seen and e.producer in members and e.consumer in members:
-                    seen.add(id(e))
-                    total += e.nbytes
-        return total
-
-    def ok(members: frozenset[str]) -> bool:
-        if len(members) < 2:
-            return True
-        sc = score_one(graph, _candidate(graph, members), None, target, memo=memo)
-        return sc.verdict is Verdict.FUSE
-
-    fresh = max(parts, default=0) + 1
+    mover = _Mover(graph, target, memo, edges, parts, part_of)
     order = sorted(edges.edges, key=lambda e: (-e.nbytes, pos[e.producer], pos[e.consumer]))
     for _ in range(rounds):
         changed = False
@@ -520,30 +589,77 @@ def _move_nodes(graph, target, memo, edges, parts, part_of, rounds: int = 3) -> 
             if src_of is not None and src_of == dst_of:
                 continue
             for node, frm, to in ((e.producer, src_of, dst_of), (e.consumer, dst_of, src_of)):
-                moving = {node, *e.via}
-                if to is None or any(part_of.get(v) not in (frm, to, None) for v in e.via):
-                    continue
-                old_from = parts[frm] if frm is not None else frozenset({node})
-                old_to = parts[to]
-                new_to = old_to | moving
-                rest = old_from - moving
-                pieces = _components(graph, rest) if rest else []
-                gain = captured(new_to) + sum(captured(p) for p in pieces)
-                gain -= captured(old_to) + (captured(old_from) if frm is not None else 0)
-                if gain <= 0 or not ok(new_to) or not all(ok(p) for p in pieces):
-                    continue
-                if frm is not None:
-                    del parts[frm]
-                parts[to] = new_to
-                part_of.update(dict.fromkeys(new_to, to))
-                for p in pieces:
-                    parts[fresh] = p
-                    part_of.update(dict.fromkeys(p, fresh))
-                    fresh += 1
-                changed = True
-                break
+                if mover.moved(e, node, frm, to):
+                    changed = True
+                    break
         if not changed:
             break
+
+
+class _Mover:
+    """Moves of one edge end into the other end's part (``_move_nodes``), made in
+    ``parts`` and ``part_of``; the pieces a move leaves get new part numbers."""
+
+    def __init__(
+        self,
+        graph: Graph,
+        target: Target,
+        memo: GroupMemo,
+        edges: coverage.FusableEdges,
+        parts: dict[int, frozenset[str]],
+        part_of: dict[str, int],
+    ) -> None:
+        self.graph, self.target, self.memo = graph, target, memo
+        self.parts, self.part_of = parts, part_of
+        self.incident: dict[str, list[coverage.Edge]] = {}
+        for e in edges.edges:
+            self.incident.setdefault(e.producer, []).append(e)
+            self.incident.setdefault(e.consumer, []).append(e)
+        self.fresh = max(parts, default=0) + 1
+
+    def captured(self, members: frozenset[str]) -> int:
+        seen = set()
+        total = 0
+        for n in members:
+            for e in self.incident.get(n, ()):
+                if id(e) not in seen and e.producer in members and e.consumer in members:
+                    seen.add(id(e))
+                    total += e.nbytes
+        return total
+
+    def ok(self, members: frozenset[str]) -> bool:
+        if len(members) < 2:
+            return True
+        sc = score_one(
+            self.graph, group_candidate(self.graph, members), None, self.target, memo=self.memo
+        )
+        return sc.verdict is Verdict.FUSE
+
+    def moved(self, e: coverage.Edge, node: str, frm: int | None, to: int | None) -> bool:
+        """Move ``node`` (with the edge's views) from part ``frm`` into part ``to``
+        where that captures more and every part touched stays a kernel."""
+        parts, part_of = self.parts, self.part_of
+        moving = {node, *e.via}
+        if to is None or any(part_of.get(v) not in (frm, to, None) for v in e.via):
+            return False
+        old_from = parts[frm] if frm is not None else frozenset({node})
+        old_to = parts[to]
+        new_to = old_to | moving
+        rest = old_from - moving
+        pieces = _components(self.graph, rest) if rest else []
+        gain = self.captured(new_to) + sum(self.captured(p) for p in pieces)
+        gain -= self.captured(old_to) + (self.captured(old_from) if frm is not None else 0)
+        if gain <= 0 or not self.ok(new_to) or not all(self.ok(p) for p in pieces):
+            return False
+        if frm is not None:
+            del parts[frm]
+        parts[to] = new_to
+        part_of.update(dict.fromkeys(new_to, to))
+        for p in pieces:
+            parts[self.fresh] = p
+            part_of.update(dict.fromkeys(p, self.fresh))
+            self.fresh += 1
+        return True
 
 
 _UNREACHABLE = frozenset(
@@ -574,13 +690,20 @@ def edge_ceiling(graph: Graph, edges: coverage.FusableEdges, target: Target) -> 
         hull = (down & up) | {e.producer, e.consumer, *e.via}
         if any(kinds[n] == coverage.OPAQUE for n in hull):
             continue
-        scored = score_one(graph, _candidate(graph, hull), None, target, memo=memo)
+        scored = score_one(graph, group_candidate(graph, hull), None, target, memo=memo)
         if scored.verdict not in _UNREACHABLE:
             reachable += e.nbytes
     return reachable / edges.fusable_bytes if edges.fusable_bytes else 1.0
 
 
-def _walk(start: str, step, pos, *, upto: int = 1 << 62, downto: int = -1) -> set[str]:
+def _walk(
+    start: str,
+    step: Mapping[str, Iterable[str]],
+    pos: Mapping[str, int],
+    *,
+    upto: int = 1 << 62,
+    downto: int = -1,
+) -> set[str]:
     """Nodes reachable from ``start`` by ``step`` within topological positions."""
     seen = {start}
     stack = [start]
@@ -627,7 +750,7 @@ def core_region(
     if len(_components(graph, core)) != 1:
         return None
     memo = memo or GroupMemo(graph, target)
-    scored = score_one(graph, _candidate(graph, core), None, target, memo=memo)
+    scored = score_one(graph, group_candidate(graph, core), None, target, memo=memo)
     if scored.verdict is not Verdict.FUSE:
         return None
     pos = topo_position(graph)
@@ -690,7 +813,7 @@ def largest_viable_form(
             break
         if len(_components(graph, form)) != 1:
             continue
-        scored = score_one(graph, _candidate(graph, form), None, target, memo=memo)
+        scored = score_one(graph, group_candidate(graph, form), None, target, memo=memo)
         if scored.verdict is not Verdict.FUSE:
             continue
         cost = scored.cost  # type: ignore[attr-defined]

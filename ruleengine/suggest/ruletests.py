@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
+from typing import NamedTuple
 
 import onnx
 import onnx.printer
@@ -54,13 +55,13 @@ def _dtype(name: str | None) -> int:
     return _ONNX_DTYPES.get(name or "", onnx.TensorProto.FLOAT)
 
 
-def _shape(dims) -> list | None:  # noqa: ANN001
+def _shape(dims: Sequence[int | str | None] | None) -> list | None:
     if dims is None:
         return None
     return [d if isinstance(d, int) else (d if isinstance(d, str) else "d") for d in dims]
 
 
-def _attrs(attributes) -> dict:  # noqa: ANN001
+def _attrs(attributes: Mapping[str, object]) -> dict:
     out = {}
     for k, v in attributes.items():
         if v is None or (isinstance(v, tuple) and not v):
@@ -86,90 +87,113 @@ def region_model(
     of a weight, as TorchScript exports share them) is one here too, an Identity of the
     constant outside the region, not the constant itself: the matcher counts it among the
     non-constant inputs (``input_count_range``) there as in the model."""
-    inside = set(nodes)
+    writer = _RegionWriter(graph, computed_constants)
     produced = {t for n in nodes for t in graph.node(n).outputs if t}
-    tensor_name: dict[str, str] = {}
     node_name: dict[str, str] = {}
-    inputs: list[onnx.ValueInfoProto] = []
-    consts: list[onnx.NodeProto] = []
+    body = []
+    for k, n in enumerate(nodes):
+        node_name[n] = f"{_ident(graph.node(n).op_type).lower()}_{k}"
+        body.append(writer.node(n, node_name[n], produced, cut))
+    outputs = writer.outputs(nodes)
+    g = helper.make_graph(writer.consts + body, "region", writer.inputs, outputs)
+    opsets = [
+        helper.make_opsetid(d, v) for d, v in sorted((graph.opsets or {"": graph.opset}).items())
+    ]
+    model = helper.make_model(g, opset_imports=opsets, ir_version=8)
+    return model, node_name
 
-    def ext(t: str) -> str:
-        if t in tensor_name:
-            return tensor_name[t]
-        tensor = graph.tensors[t]
+
+class _RegionWriter:
+    """Names the region's tensors in the test graph, in the order they are met, and
+    collects the graph inputs and Constant nodes its outside inputs become."""
+
+    def __init__(self, graph: Graph, computed_constants: bool) -> None:
+        self.graph, self.computed_constants = graph, computed_constants
+        self.tensor_name: dict[str, str] = {}
+        self.inputs: list[onnx.ValueInfoProto] = []
+        self.consts: list[onnx.NodeProto] = []
+
+    def external(self, t: str) -> str:
+        """The name of an input from outside the region (a Constant, ``W_*`` or ``x*``)."""
+        if t in self.tensor_name:
+            return self.tensor_name[t]
+        tensor = self.graph.tensors[t]
         shape = _shape(tensor.shape)
         foldable = tensor.is_initializer or tensor.is_constant or tensor.const_foldable
+        count = len(self.tensor_name)
         if foldable and tensor.const_value is not None and tensor.is_static:
-            name = f"c{len(tensor_name)}"
+            name = f"c{count}"
             value = helper.make_tensor(
                 name, _dtype(tensor.dtype), shape or [], list(tensor.const_value)
             )
-            consts.append(
+            self.consts.append(
                 helper.make_node("Constant", [], [name], name=f"const_{name}", value=value)
             )
         else:
             # a weight stays a constant (W_*: random data at test time) unless it is big:
             # an LLM's projection would make the test run allocate it, for no matching use
             small = (tensor.numel or 0) <= MAX_TEST_WEIGHT_ELEMS
-            name = f"W_{len(tensor_name)}" if foldable and small else f"x{len(tensor_name)}"
-            inputs.append(helper.make_tensor_value_info(name, _dtype(tensor.dtype), shape))
-        if computed_constants and tensor.const_foldable and not tensor.is_constant:
-            consts.append(helper.make_node("Identity", [name], [f"{name}_id"], name=f"id_{name}"))
+            name = f"W_{count}" if foldable and small else f"x{count}"
+            self.inputs.append(helper.make_tensor_value_info(name, _dtype(tensor.dtype), shape))
+        if self.computed_constants and tensor.const_foldable and not tensor.is_constant:
+            self.consts.append(
+                helper.make_node("Identity", [name], [f"{name}_id"], name=f"id_{name}")
+            )
             name = f"{name}_id"
-        tensor_name[t] = name
+        self.tensor_name[t] = name
         return name
 
-    body = []
-    for k, n in enumerate(nodes):
-        node = graph.node(n)
-        node_name[n] = f"{_ident(node.op_type).lower()}_{k}"
+    def internal(self, t: str) -> str:
+        """The name of a tensor the region produces."""
+        return self.tensor_name.setdefault(t, f"t{len(self.tensor_name)}")
+
+    def node(
+        self, n: str, name: str, produced: set[str], cut: tuple[str, str] | None
+    ) -> onnx.NodeProto:
+        """Node ``n`` in the test graph (named ``name``), reading a fresh input at ``cut``."""
+        node = self.graph.node(n)
         ins = []
         for t in node.inputs:
             if not t:
                 ins.append("")
             elif cut is not None and cut == (n, t):
-                fresh = f"cut_{len(tensor_name)}"
-                tensor = graph.tensors[t]
-                inputs.append(
+                fresh = f"cut_{len(self.tensor_name)}"
+                tensor = self.graph.tensors[t]
+                self.inputs.append(
                     helper.make_tensor_value_info(fresh, _dtype(tensor.dtype), _shape(tensor.shape))
                 )
                 ins.append(fresh)
             elif t in produced:
-                ins.append(tensor_name.setdefault(t, f"t{len(tensor_name)}"))
+                ins.append(self.internal(t))
             else:
-                ins.append(ext(t))
-        outs = [
-            tensor_name.setdefault(t, f"t{len(tensor_name)}") if t else "" for t in node.outputs
-        ]
-        body.append(
-            helper.make_node(
-                node.op_type,
-                ins,
-                outs,
-                name=node_name[n],
-                domain=node.domain or None,
-                **_attrs(node.attributes),
-            )
+                ins.append(self.external(t))
+        outs = [self.internal(t) if t else "" for t in node.outputs]
+        return helper.make_node(
+            node.op_type,
+            ins,
+            outs,
+            name=name,
+            domain=node.domain or None,
+            **_attrs(node.attributes),
         )
-    outputs = []
-    for n in nodes:
-        for t in graph.node(n).outputs:
-            tensor = graph.tensors.get(t) if t else None
-            if tensor is None:
-                continue
-            leaves = tensor.is_graph_output or any(c not in inside for c, _ in tensor.consumers)
-            if leaves or not tensor.consumers:
-                outputs.append(
-                    helper.make_tensor_value_info(
-                        tensor_name[t], _dtype(tensor.dtype), _shape(tensor.shape)
+
+    def outputs(self, nodes: Sequence[str]) -> list[onnx.ValueInfoProto]:
+        """The tensors that leave the region (or that nothing reads), as graph outputs."""
+        inside = set(nodes)
+        outputs = []
+        for n in nodes:
+            for t in self.graph.node(n).outputs:
+                tensor = self.graph.tensors.get(t) if t else None
+                if tensor is None:
+                    continue
+                leaves = tensor.is_graph_output or any(c not in inside for c, _ in tensor.consumers)
+                if leaves or not tensor.consumers:
+                    outputs.append(
+                        helper.make_tensor_value_info(
+                            self.tensor_name[t], _dtype(tensor.dtype), _shape(tensor.shape)
+                        )
                     )
-                )
-    g = helper.make_graph(consts + body, "region", inputs, outputs)
-    opsets = [
-        helper.make_opsetid(d, v) for d, v in sorted((graph.opsets or {"": graph.opset}).items())
-    ]
-    model = helper.make_model(g, opset_imports=opsets, ir_version=8)
-    return model, node_name
+        return outputs
 
 
 def rule_tests(
@@ -251,74 +275,104 @@ def branch_tests(
     inst = draft.cluster.instances[0]
     nodes = inst.region.nodes
     computed = "input_count_range" in draft.text
-    model, names = region_model(graph, nodes, computed_constants=computed)
-    source = f"# Cut from {inst.model}: nodes {nodes[0]} .. {nodes[-1]} ({len(nodes)} nodes).\n"
+    region = _Cut(graph, inst, *region_model(graph, nodes, computed_constants=computed))
     files: dict[str, str] = {}
     if dropped:
-        casts = [inst.units[k].nodes[0] for k in dropped]
-        bare, cut = _without_casts(model, names, casts)
-        like = graph.tensors[graph.node(casts[0]).inputs[0]]  # a no-op: its output's type
-        kept = [names[n] for n in nodes if n not in set(casts)]
-        positive = f"positive_{NOOP_CAST_BRANCH}.onnxtxt"
-        more = _overlapping((also or {}).get(positive, ()))
-        what = (
-            f"# Branch: the pattern without its {len(casts)} no-op Cast op(s) "
-            f"({', '.join(names[c] for c in casts)} left out, their readers read their input),\n"
-            "# as an export that writes no Cast there has it.\n"
+        files.update(_noop_cast_tests(region, dropped, also or {}))
+    if bn_after:
+        files.update(_bn_tests(region, bn_after, also or {}))
+    return files
+
+
+class _Cut(NamedTuple):
+    """A draft's first region cut from its model: the test graph and its node names."""
+
+    graph: Graph
+    inst: Instance
+    model: onnx.ModelProto
+    names: dict[str, str]
+
+    @property
+    def source(self) -> str:
+        nodes = self.inst.region.nodes
+        return (
+            f"# Cut from {self.inst.model}: nodes {nodes[0]} .. {nodes[-1]} ({len(nodes)} nodes).\n"
         )
-        files[positive] = (
+
+
+def _noop_cast_tests(
+    region: _Cut, dropped: Sequence[int], also: Mapping[str, Sequence[Sequence[str]]]
+) -> dict[str, str]:
+    """The branch without the no-op Casts: positive, and a negative where it adds a link."""
+    graph, inst, model, names = region
+    source = region.source
+    casts = [inst.units[k].nodes[0] for k in dropped]
+    bare, cut = _without_casts(model, names, casts)
+    like = graph.tensors[graph.node(casts[0]).inputs[0]]  # a no-op: its output's type
+    kept = [names[n] for n in inst.region.nodes if n not in set(casts)]
+    positive = f"positive_{NOOP_CAST_BRANCH}.onnxtxt"
+    more = _overlapping(also.get(positive, ()))
+    what = (
+        f"# Branch: the pattern without its {len(casts)} no-op Cast op(s) "
+        f"({', '.join(names[c] for c in casts)} left out, their readers read their input),\n"
+        "# as an export that writes no Cast there has it.\n"
+    )
+    files = {
+        positive: source
+        + what
+        + f"# match: {','.join(kept)}\n"
+        + more
+        + onnx.printer.to_text(bare)
+        + "\n"
+    }
+    if cut is not None:
+        files[f"negative_{NOOP_CAST_BRANCH}_link_cut.onnxtxt"] = (
             source
             + what
-            + f"# match: {','.join(kept)}\n"
-            + more
-            + onnx.printer.to_text(bare)
-            + "\n"
+            + f"# A near structure: {cut[0]} reads a graph input instead of the Cast's "
+            "input.\n" + "# no-match\n" + onnx.printer.to_text(_cut_input(bare, cut, like)) + "\n"
         )
-        if cut is not None:
-            files[f"negative_{NOOP_CAST_BRANCH}_link_cut.onnxtxt"] = (
-                source
-                + what
-                + f"# A near structure: {cut[0]} reads a graph input instead of the Cast's "
-                "input.\n"
-                + "# no-match\n"
-                + onnx.printer.to_text(_cut_input(bare, cut, like))
-                + "\n"
-            )
-    if bn_after:
-        convs = [inst.units[k].nodes[0] for k in bn_after]
-        grown = _with_bn(graph, model, names, convs)
-        if grown is not None:
-            with_bn, bn_names = grown
-            order = [m for n in nodes for m in (names[n], bn_names.get(n)) if m]
-            positive = f"positive_{BN_BRANCH}.onnxtxt"
-            more = _overlapping((also or {}).get(positive, ()))
-            what = (
-                f"# Branch: the pattern with an inference BatchNormalization after each of "
-                f"its {len(convs)} Conv op(s)\n"
-                f"# ({', '.join(bn_names[c] for c in convs)} after "
-                f"{', '.join(names[c] for c in convs)}), as an export that keeps it has it.\n"
-            )
-            files[positive] = (
-                source
-                + what
-                + f"# match: {','.join(order)}\n"
-                + more
-                + onnx.printer.to_text(with_bn)
-                + "\n"
-            )
-            first = bn_names[convs[0]]
-            conv_node = next(n for n in with_bn.graph.node if n.name == names[convs[0]])
-            conv_out = conv_node.output[0]
-            like = graph.tensors[graph.node(convs[0]).outputs[0]]
-            files[f"negative_{BN_BRANCH}_link_cut.onnxtxt"] = (
-                source
-                + what
-                + f"# A near structure: {first} reads a graph input instead of its Conv.\n"
-                + "# no-match\n"
-                + onnx.printer.to_text(_cut_input(with_bn, (first, conv_out), like))
-                + "\n"
-            )
     return files
+
+
+def _bn_tests(
+    region: _Cut, bn_after: Sequence[int], also: Mapping[str, Sequence[Sequence[str]]]
+) -> dict[str, str]:
+    """The branch with a BatchNormalization after each bare Conv: positive and negative."""
+    graph, inst, model, names = region
+    source = region.source
+    convs = [inst.units[k].nodes[0] for k in bn_after]
+    grown = _with_bn(graph, model, names, convs)
+    if grown is None:
+        return {}
+    with_bn, bn_names = grown
+    order = [m for n in inst.region.nodes for m in (names[n], bn_names.get(n)) if m]
+    positive = f"positive_{BN_BRANCH}.onnxtxt"
+    more = _overlapping(also.get(positive, ()))
+    what = (
+        f"# Branch: the pattern with an inference BatchNormalization after each of "
+        f"its {len(convs)} Conv op(s)\n"
+        f"# ({', '.join(bn_names[c] for c in convs)} after "
+        f"{', '.join(names[c] for c in convs)}), as an export that keeps it has it.\n"
+    )
+    first = bn_names[convs[0]]
+    conv_node = next(n for n in with_bn.graph.node if n.name == names[convs[0]])
+    conv_out = conv_node.output[0]
+    like = graph.tensors[graph.node(convs[0]).outputs[0]]
+    return {
+        positive: source
+        + what
+        + f"# match: {','.join(order)}\n"
+        + more
+        + onnx.printer.to_text(with_bn)
+        + "\n",
+        f"negative_{BN_BRANCH}_link_cut.onnxtxt": source
+        + what
+        + f"# A near structure: {first} reads a graph input instead of its Conv.\n"
+        + "# no-match\n"
+        + onnx.printer.to_text(_cut_input(with_bn, (first, conv_out), like))
+        + "\n",
+    }
 
 
 def _overlapping(also: Sequence[Sequence[str]]) -> str:

@@ -7,7 +7,7 @@ a bundled rule needs together with the composite (the embeddings' sum Add that
 ``embedding_norm`` fuses with a decomposed LayerNorm): in the source it raises coverage,
 in the other export it displaces the bundled group and lowers it. ``decomposed`` writes
 the source as that other export would, from the composites data alone (no op is named
-here), so the pruning can judge each draft on both spellings (``suggest._prune``).
+here), so the pruning can judge each draft on both spellings (``pruning.prune``).
 
 A node is written out when an op alias names its ONNX type and a composite, and a form
 of that composite takes exactly its inputs: ``$x`` is input 0, the form's other
@@ -90,7 +90,7 @@ def _default(op_type: str, name: str, opset: int) -> Any:
     return helper.get_attribute_value(attr.default_value)
 
 
-def _write_out(  # noqa: C901, PLR0911
+def _write_out(
     node: Any, comps: tuple[Any, ...], dtype: int, rank: int | None, opset: int
 ) -> list[Any] | None:
     """The nodes of the first form that takes ``node``'s inputs, or None."""
@@ -142,47 +142,30 @@ def _write_out(  # noqa: C901, PLR0911
     return None
 
 
-def _nodes(  # noqa: ANN001, PLR0913
-    node, form, bound, values, dtype, axis, rank, opset, helper, numpy_helper
+def _nodes(
+    node: Any,
+    form: Any,
+    bound: Mapping[str, str],
+    values: Mapping[str, float],
+    dtype: int,
+    axis: object,
+    rank: int | None,
+    opset: int,
+    helper: Any,
+    numpy_helper: Any,
 ) -> list[Any]:
-    import numpy as np
-
-    np_dtype = helper.tensor_dtype_to_np_dtype(dtype)
-    base = node.name or node.output[0]
-    out: list[Any] = []
-    consts = 0
-
-    def const(value: float) -> str:
-        nonlocal consts
-        name = f"{base}/{form.composite}_const_{consts}"
-        consts += 1
-        arr = np.array(value, dtype=np_dtype)
-        out.append(
-            helper.make_node(
-                "Constant", [], [name], name=name, value=numpy_helper.from_array(arr, name)
-            )
-        )
-        return name
-
+    """The ONNX nodes ``node`` (a composite op) is written out as, by ``form``."""
+    writer = _FormWriter(node, form, dtype, helper, numpy_helper)
     if isinstance(axis, int):
         axes = list(range(axis, 0)) if axis < 0 else list(range(axis, rank or 0))
     else:
         axes = []
+    base = writer.base
     ids = {n.id: f"{base}/{form.composite}_{n.id}" for n in form.nodes}
     ids[form.output.id] = node.output[0]
+    out = writer.out
     for n in form.nodes:
-        ins = []
-        for r in n.inputs:
-            if r.kind == "node":
-                ins.append(ids[r.name])
-            elif r.kind == "const":
-                ins.append(const(r.value))
-            elif r.name == "x":
-                ins.append(node.input[0])
-            elif r.name in values:
-                ins.append(const(values[r.name]))
-            else:
-                ins.append(bound[r.name])
+        ins = [writer.input_of(r, ids, values, bound) for r in n.inputs]
         attrs = {}
         if n.op.startswith(_REDUCE_PREFIX):
             if opset >= _AXES_INPUT_FROM.get(n.op, _AXES_INPUT_DEFAULT):
@@ -195,6 +178,49 @@ def _nodes(  # noqa: ANN001, PLR0913
             )
         )
     return out
+
+
+class _FormWriter:
+    """The nodes of one written-out composite so far, and the Constants it numbers."""
+
+    def __init__(self, node: Any, form: Any, dtype: int, helper: Any, numpy_helper: Any) -> None:
+        self.node, self.form, self.helper, self.numpy_helper = node, form, helper, numpy_helper
+        self.np_dtype = helper.tensor_dtype_to_np_dtype(dtype)
+        self.base = node.name or node.output[0]
+        self.out: list[Any] = []
+        self.consts = 0
+
+    def const(self, value: float) -> str:
+        """A new Constant node of ``value`` (the node's dtype); its output's name."""
+        import numpy as np
+
+        name = f"{self.base}/{self.form.composite}_const_{self.consts}"
+        self.consts += 1
+        arr = np.array(value, dtype=self.np_dtype)
+        self.out.append(
+            self.helper.make_node(
+                "Constant", [], [name], name=name, value=self.numpy_helper.from_array(arr, name)
+            )
+        )
+        return name
+
+    def input_of(
+        self,
+        r: Any,
+        ids: Mapping[str, str],
+        values: Mapping[str, float],
+        bound: Mapping[str, str],
+    ) -> str:
+        """The tensor a form node's input ``r`` reads."""
+        if r.kind == "node":
+            return ids[r.name]
+        if r.kind == "const":
+            return self.const(r.value)
+        if r.name == "x":
+            return self.node.input[0]
+        if r.name in values:
+            return self.const(values[r.name])
+        return bound[r.name]
 
 
 def _axes(out: list, base: str, form: Any, axes: list[int], numpy_helper: Any, helper: Any) -> str:
@@ -227,7 +253,7 @@ def decomposed(path: str | Path, out_dir: str | Path) -> Path | None:
     opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
     try:
         inferred = onnx.shape_inference.infer_shapes(model)
-    except Exception:  # noqa: BLE001 - shapes only refine dtype and rank
+    except Exception:  # shapes only refine dtype and rank
         inferred = model
     infos = {
         v.name: v.type.tensor_type

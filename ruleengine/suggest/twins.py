@@ -130,7 +130,7 @@ def twin_classes(graph: Graph, kernels: Sequence[Kernel]) -> dict[frozenset[str]
     return {k.nodes: twin_key(graph, k.nodes) for k in kernels}
 
 
-def structural_partition(  # noqa: PLR0913
+def structural_partition(
     graph: Graph,
     wider: Sequence[Kernel],
     rivals: Sequence[Kernel],
@@ -209,7 +209,7 @@ def _op_types(graph: Graph, nodes: frozenset[str]) -> tuple[str, ...]:
     return tuple(sorted(graph.node(n).op_type for n in nodes))
 
 
-def twin_ceiling(  # noqa: PLR0913
+def twin_ceiling(
     graph: Graph,
     wider: Sequence[Kernel],
     rivals: Sequence[Kernel],
@@ -230,27 +230,63 @@ def twin_ceiling(  # noqa: PLR0913
     OPTIMAL or FEASIBLE for a partition the selection keeps (``exact`` where OPTIMAL over
     a complete pool); else BOUND: the last solve proven optimal under the rows, a bound no
     partition found reaches; with none, an empty BOUND."""
-    rival_nodes = frozenset(k.nodes for k in rivals)
-    at = {k.nodes: i for i, k in enumerate(wider)}
-    # keys only where needed (a pool holds tens of thousands of kernels): kernels a rule
-    # cannot tell apart have the same op types, so only a needed kernel's bucket is keyed
-    buckets: dict[tuple[str, ...], list[Kernel]] = {}
-    for k in wider:
-        buckets.setdefault(_op_types(graph, k.nodes), []).append(k)
-    keys: dict[frozenset[str], tuple[str, str, tuple[int, int] | None]] = {}
+    ceiling = _TwinCeiling(graph, wider, rivals)
+    rows: list[TwinRow] = [((), floor, ())]
+    rows += [(tuple(sorted(ceiling.at[g] for g in groups)), f, ()) for groups, f in conditions]
+    if start is not None and start.kernels and all(k.nodes in ceiling.at for k in start.kernels):
+        row = ceiling.broken_row(start)
+        if row is None:
+            return start
+        rows.append(row)
+        prefer = [k.nodes for k in start.kernels]
+    bound: Partition | None = None
+    for _ in range(CEILING_ROUNDS):
+        p = _best_under_rows(
+            graph, wider, rows, ceiling.offerers, ceiling.rival_nodes, prefer, complete
+        )
+        if not p.kernels:  # nothing within the time limit: more rows only add work
+            break
+        if p.status == "OPTIMAL":
+            bound = p
+        prefer = [k.nodes for k in p.kernels]
+        row = ceiling.broken_row(p)
+        if row is None:
+            return p
+        rows.append(row)
+    if bound is not None:
+        return replace(bound, status="BOUND")
+    return Partition((), 0, "BOUND", len(wider), complete)
 
-    def key_of(nodes: frozenset[str]) -> tuple[str, str, tuple[int, int] | None]:
-        if nodes not in keys:
-            keys[nodes] = (
+
+class _TwinCeiling:
+    """Which kernels of a pool a drafted rule matches together, and the rows a
+    partition breaks once their twins are offered (``twin_ceiling``)."""
+
+    def __init__(self, graph: Graph, wider: Sequence[Kernel], rivals: Sequence[Kernel]) -> None:
+        self.graph, self.rivals = graph, rivals
+        self.rival_nodes = frozenset(k.nodes for k in rivals)
+        self.at = {k.nodes: i for i, k in enumerate(wider)}
+        # keys only where needed (a pool holds tens of thousands of kernels): kernels a
+        # rule cannot tell apart have the same op types, so only a needed kernel's bucket
+        # is keyed
+        self.buckets: dict[tuple[str, ...], list[Kernel]] = {}
+        for k in wider:
+            self.buckets.setdefault(_op_types(graph, k.nodes), []).append(k)
+        self.keys: dict[frozenset[str], tuple[str, str, tuple[int, int] | None]] = {}
+
+    def key_of(self, nodes: frozenset[str]) -> tuple[str, str, tuple[int, int] | None]:
+        if nodes not in self.keys:
+            graph = self.graph
+            self.keys[nodes] = (
                 twin_key(graph, nodes, shapes=False),
                 twin_key(graph, nodes),
                 _limits(graph, nodes),
             )
-        return keys[nodes]
+        return self.keys[nodes]
 
-    def below(h: frozenset[str], g: frozenset[str]) -> bool:
+    def below(self, h: frozenset[str], g: frozenset[str]) -> bool:
         """Whether every rule the drafter can write that matches ``g`` matches ``h``."""
-        hk, gk = key_of(h), key_of(g)
+        hk, gk = self.key_of(h), self.key_of(g)
         if hk[0] != gk[0]:
             return False
         if hk[1] == gk[1]:
@@ -261,26 +297,25 @@ def twin_ceiling(  # noqa: PLR0913
             and all(a <= b for a, b in zip(hk[2], gk[2], strict=True))
         )
 
-    def matched_by(g: frozenset[str]) -> list[Kernel]:
+    def matched_by(self, g: frozenset[str]) -> list[Kernel]:
         """The kernels every rule matching ``g`` matches too (``g`` among them)."""
-        return [h for h in buckets.get(_op_types(graph, g), []) if below(h.nodes, g)]
+        bucket = self.buckets.get(_op_types(self.graph, g), [])
+        return [h for h in bucket if self.below(h.nodes, g)]
 
-    def offerers(t: frozenset[str]) -> list[Kernel]:
+    def offerers(self, t: frozenset[str]) -> list[Kernel]:
         """The kernels whose rules offer ``t``."""
-        return [g for g in buckets.get(_op_types(graph, t), []) if below(t, g.nodes)]
+        return [g for g in self.buckets.get(_op_types(self.graph, t), []) if self.below(t, g.nodes)]
 
-    rows: list[TwinRow] = [((), floor, ())]
-    rows += [(tuple(sorted(at[g] for g in groups)), f, ()) for groups, f in conditions]
-
-    def check(p: Partition) -> TwinRow | None:
+    def broken_row(self, p: Partition) -> TwinRow | None:
         """The row ``p`` breaks, None where the selection keeps it."""
-        offered = {k.nodes: k for k in rivals}
+        rival_nodes, at = self.rival_nodes, self.at
+        offered = {k.nodes: k for k in self.rivals}
         offered.update({k.nodes: k for k in p.kernels})
         for k in p.kernels:
             if k.nodes not in rival_nodes:
-                for t in matched_by(k.nodes):
+                for t in self.matched_by(k.nodes):
                     offered.setdefault(t.nodes, t)
-        q = displacing(graph, offered.values(), p)
+        q = displacing(self.graph, offered.values(), p)
         if q is None:
             return None
         mine = {k.nodes for k in p.kernels} - rival_nodes
@@ -293,30 +328,8 @@ def twin_ceiling(  # noqa: PLR0913
         )
         return skip, net_r, tuple(sorted(terms, key=lambda t: at[t[0]]))
 
-    if start is not None and start.kernels and all(k.nodes in at for k in start.kernels):
-        row = check(start)
-        if row is None:
-            return start
-        rows.append(row)
-        prefer = [k.nodes for k in start.kernels]
-    bound: Partition | None = None
-    for _ in range(CEILING_ROUNDS):
-        p = _best_under_rows(graph, wider, rows, offerers, rival_nodes, prefer, complete)
-        if not p.kernels:  # nothing within the time limit: more rows only add work
-            break
-        if p.status == "OPTIMAL":
-            bound = p
-        prefer = [k.nodes for k in p.kernels]
-        row = check(p)
-        if row is None:
-            return p
-        rows.append(row)
-    if bound is not None:
-        return replace(bound, status="BOUND")
-    return Partition((), 0, "BOUND", len(wider), complete)
 
-
-def _best_under_rows(  # noqa: PLR0913
+def _best_under_rows(
     graph: Graph,
     pool: Sequence[Kernel],
     rows: Sequence[TwinRow],

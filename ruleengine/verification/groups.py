@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import onnx
@@ -65,23 +66,7 @@ def check_groups(
         if node is None:
             results.append(GroupCheck(g.id, g.rule, "not_run", error="fused node not found"))
             continue
-        feed: dict[str, object] = {}
-        why_not = None
-        for t in g.inputs:
-            if t in inits:
-                feed[t] = tensor_array(inits[t], model_dir)
-            elif t in constants:
-                feed[t] = constants[t]
-            elif t in feeds:
-                feed[t] = feeds[t]
-            elif t in computed:
-                feed[t] = computed[t]
-            else:
-                value = _random(graph, t, rng)
-                if value is None:
-                    why_not = f"input {t!r} has no static shape or no float type"
-                    break
-                feed[t] = value
+        feed, why_not = _group_feed(g, graph, (inits, constants, feeds, computed), rng, model_dir)
         if why_not is not None:
             results.append(GroupCheck(g.id, g.rule, "not_run", error=why_not))
             continue
@@ -89,7 +74,7 @@ def check_groups(
         reference_model = _subgraph_model(original, protos, feed, g.outputs)
         try:
             reference = numerics.run_model(reference_model, feed)
-        except Exception as exc:  # noqa: BLE001 - the original subgraph cannot run alone
+        except Exception as exc:  # the original subgraph cannot run alone
             if numerics.is_out_of_memory(exc):
                 raise MemoryError(str(exc)) from None
             results.append(
@@ -99,7 +84,7 @@ def check_groups(
         try:
             node_feed = {t: feed[t] for t in node.input if t}
             got = numerics.run_model(numerics._single_node_model(fused, node, feed), node_feed)
-        except Exception as exc:  # noqa: BLE001 - a fused node that does not run has failed
+        except Exception as exc:  # a fused node that does not run has failed
             if numerics.is_out_of_memory(exc):
                 raise MemoryError(str(exc)) from None
             results.append(GroupCheck(g.id, g.rule, "failed", error=numerics._short(exc)))
@@ -108,6 +93,35 @@ def check_groups(
         status = "passed" if all(c.ok for c in checks) else "failed"
         results.append(GroupCheck(g.id, g.rule, status, checks))
     return tuple(results)
+
+
+def _group_feed(
+    g: FusedGroup,
+    graph: Graph,
+    known: tuple[Mapping[str, Any], Mapping[str, Any], Mapping[str, object], Mapping[str, Any]],
+    rng: np.random.Generator,
+    model_dir: Path,
+) -> tuple[dict[str, object], str | None]:
+    """The values the group's inputs take: known ones (initializers, constants, the
+    model's feeds, values computed upstream: ``known``), else made up from ``rng``; or
+    why the group cannot run alone."""
+    inits, constants, feeds, computed = known
+    feed: dict[str, object] = {}
+    for t in g.inputs:
+        if t in inits:
+            feed[t] = tensor_array(inits[t], model_dir)
+        elif t in constants:
+            feed[t] = constants[t]
+        elif t in feeds:
+            feed[t] = feeds[t]
+        elif t in computed:
+            feed[t] = computed[t]
+        else:
+            value = _random(graph, t, rng)
+            if value is None:
+                return feed, f"input {t!r} has no static shape or no float type"
+            feed[t] = value
+    return feed, None
 
 
 def _group_id(node: onnx.NodeProto) -> int | None:
@@ -260,7 +274,7 @@ def _upstream_values(
     cone = _model_like(model, order, "upstream", feed, names)
     try:
         return numerics.run_model(cone, feed)
-    except Exception:  # noqa: BLE001 - best effort: the groups get made-up values instead
+    except Exception:  # best effort: the groups get made-up values instead
         return {}
 
 

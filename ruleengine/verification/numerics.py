@@ -194,11 +194,11 @@ def _input_mismatch(arr: np.ndarray, tp: onnx.TypeProto) -> str | None:
     tt = tp.tensor_type
     try:
         want = onnx.helper.tensor_dtype_to_np_dtype(tt.elem_type).name
-    except Exception:  # noqa: BLE001 - ONNX types numpy has no dtype for
+    except Exception:  # ONNX types numpy has no dtype for
         want = onnx.TensorProto.DataType.Name(tt.elem_type).lower()
     try:
         got_type = onnx.helper.np_dtype_to_tensor_dtype(arr.dtype)
-    except Exception:  # noqa: BLE001 - numpy dtypes ONNX has no name for
+    except Exception:  # numpy dtypes ONNX has no name for
         got_type = None
     if got_type != tt.elem_type:
         return f"is {arr.dtype}, the model input wants {want}"
@@ -316,7 +316,7 @@ def verify(
         got = run_model(fused_model, feeds, external)
     except MemoryError:
         raise
-    except Exception as exc:  # noqa: BLE001 - onnxruntime raises many types; all mean "fails"
+    except Exception as exc:  # onnxruntime raises many types; all mean "fails"
         if is_out_of_memory(exc):
             raise MemoryError(str(exc)) from None
         return Verification(False, inputs_source, (), threshold, runs=1, error=_short(exc))
@@ -415,7 +415,7 @@ def isolate_failures(
         feed = {t: np.asarray(values[t]) for t in node.input if t}
         try:
             got = run_model(_single_node_model(fused, node, feed), feed)
-        except Exception:  # noqa: BLE001 - a fused node that does not even run has failed
+        except Exception:  # a fused node that does not even run has failed
             bad.append(g)
             runs += 1
             continue

@@ -25,6 +25,7 @@ COMMANDS = [
     ["explain"],
     ["compare"],
     ["targets"],
+    ["view"],
     ["fuse"],
 ]
 

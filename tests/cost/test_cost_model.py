@@ -7,7 +7,7 @@ from dataclasses import replace
 from af_graphs import candidate, graph_from_text, node_named
 
 from ruleengine.cost import Verdict, load_target, score_candidates
-from ruleengine.cost.scoring import overhead_bytes
+from ruleengine.cost.formula import overhead_bytes
 from ruleengine.resolve import resolve
 from ruleengine.rules.model import RuleSet
 

@@ -276,7 +276,7 @@ def _aliased(second: str) -> str:
 def test_aliases_of_one_constant_take_one_input_slot() -> None:
     """Two Identity outputs of one weight are one buffer: 7 activations + 1 weight fit
     the 8 inputs of ascend910b; two different weights do not (9)."""
-    from ruleengine.cost.scoring import constant_root
+    from ruleengine.cost.inputs import constant_root
 
     g = graph_from_text(_aliased("w"))
     assert constant_root(g, "a") == constant_root(g, "b") == "w"

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import itertools
 
+from ruleengine.cost.duplicates import reduce_duplicates
 from ruleengine.cost.model import Cost, ScoredCandidate, Verdict
-from ruleengine.cost.scoring import _reduce_duplicates
 from ruleengine.match.model import Candidate
 
 COST = Cost(10, 5, 5, 0, 5, 2, 1, 0, 0, 1)
@@ -39,7 +39,7 @@ def test_duplicate_ranking_by_priority_rule_and_key() -> None:
     ]
     for case in cases:
         for records in itertools.permutations(case):
-            got = _reduce_duplicates(list(records))
+            got = reduce_duplicates(list(records))
             assert [(s.candidate.rule, s.verdict.value) for s in got] == _expected(list(records))
             losers = [s for s in got if s.verdict is Verdict.DUPLICATE]
             assert all(s.code == "duplicate" and s.reason.startswith("same nodes") for s in losers)

@@ -8,9 +8,10 @@ import sys
 from pathlib import Path
 
 from ruleengine.cost import load_target, score_candidates
-from ruleengine.cost.scoring import compute_cost, score_one
+from ruleengine.cost.formula import compute_cost
 from ruleengine.cost.traffic import group_io, traffic
 from ruleengine.cost.ub import ub_need
+from ruleengine.cost.verdicts import score_one
 from ruleengine.graph import graph_from_model, load_graph
 from ruleengine.match import find_candidates
 from ruleengine.rules import load_rule_set

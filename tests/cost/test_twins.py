@@ -14,7 +14,7 @@ from ruleengine.match import find_candidates, memo
 from ruleengine.rules import load_rule_set
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
-from synthetic import decoder_stack  # noqa: E402
+from synthetic import decoder_stack
 
 RULES = ("elementwise_chain", "norm_projections", "rmsnorm", "swiglu", "matmul_bias")
 
@@ -63,7 +63,7 @@ def test_records_keep_no_dict_and_no_node_set(monkeypatch: pytest.MonkeyPatch) -
     scored = score_candidates(graph, found, rs, target)
     records = [*found.candidates, *found.near_misses, *scored]
     assert not any(hasattr(r, "__dict__") for r in records)
-    translated = [c for c in found.candidates if type(c).__name__ == "_Translated"]
+    translated = [c for c in found.candidates if type(c).__name__ == "Translated"]
     # (the few duplicates' keys are read by the duplicate check, and kept)
     kept = sum(hasattr(c, "_key") for c in translated)
     assert translated and kept < len(translated) // 4

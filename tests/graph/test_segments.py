@@ -11,7 +11,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from ruleengine.graph import graph_from_model, propagate, segments
+from ruleengine.graph import graph_from_model, propagate, segments, typeread
 from ruleengine.graph.segments import NodeFields
 
 F, I64 = TensorProto.FLOAT, TensorProto.INT64
@@ -77,12 +77,12 @@ def _whole(m: onnx.ModelProto) -> dict:
     opset = m.opset_import[0].version
     data = m.SerializeToString()
     return propagate._types(
-        data, False, list(m.opset_import), opset, None, propagate.TypeReader(), None
+        data, False, list(m.opset_import), opset, None, typeread.TypeReader(), None
     )
 
 
 def _segmented(m: onnx.ModelProto, size: int) -> dict | None:
-    entries = segments.segmented_types(m, _fields(m), {}, propagate.TypeReader(), size)
+    entries = segments.segmented_types(m, _fields(m), {}, typeread.TypeReader(), size)
     if entries is None:
         return None
     opset = m.opset_import[0].version
@@ -211,7 +211,7 @@ def test_loader_gives_the_same_graph_segmented(
     calls: list[int] = []
     real = segments.segmented_types
 
-    def counted(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202 - a spy
+    def counted(*args, **kwargs):
         out = real(*args, **kwargs)
         calls.append(out is not None)
         return out

@@ -95,7 +95,7 @@ SCRIPT = textwrap.dedent(
             os.kill(os.getpid(), sig)
 
     exact.solve_component, writer._write_file = solve, write
-    import ruleengine.resolve as resolve
+    import ruleengine.resolve.component_solver as resolve
     resolve.ENUMERATE_UP_TO, resolve.INTERVALS_FROM = 1, 10**9  # every conflict to CP-SAT
     sys.argv = ["autofusion", "fuse", *sys.argv[2:]]
     from ruleengine.cli import main

@@ -5,6 +5,7 @@ Before graph computes (onnxruntime, whole model and per group)."""
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 import numpy as np
@@ -546,11 +547,17 @@ before ({inputs}) => ({out} y) {{
     return path
 
 
+@functools.cache
+def _bundled_rules() -> tuple:
+    """The bundled rules, loaded once per session (268 files, each schema-checked)."""
+    return load_rule_set([], preset="all").rules
+
+
 def _rules_for(kernel: str) -> list[str]:
     """The bundled rules naming the kernel (as their target_op or a branch's)."""
     return [
         r.name
-        for r in load_rule_set([], preset="all").rules
+        for r in _bundled_rules()
         if kernel in (r.rewrite.target_op, *(a.target_op for a in r.alternatives))
     ]
 
@@ -836,12 +843,12 @@ SHAPES.update(
             "s3": [1, 6, 96],
             "hs": [1, 6, -1, 8],
             "os": [1, 6, 32],
-        },  # noqa: E501
+        },
         "MultiHeadAttention/bsh_packed_qkv/bias": {
             "s3": [1, 6, 96],
             "hs": [1, 6, -1, 8],
             "os": [1, 6, 32],
-        },  # noqa: E501
+        },
     }
 )
 SHAPES.update(
@@ -849,7 +856,7 @@ SHAPES.update(
         "AttentionOutProj/k_bsnd_residual": {"os": [1, 6, -1]},
         "AttentionOutProj/k_bsnd": {"os": [1, 6, -1]},
     }
-)  # noqa: E501
+)
 CONSTS.update({"AttentionOutProj/k_bsnd_residual": ["wo"], "AttentionOutProj/k_bsnd": ["wo"]})
 BEFORE_FORM = {  # the form each attention kernel's BEFORE graph binds
     "FlashAttentionScore": "sdpa_scale_mask",
@@ -862,7 +869,7 @@ CONSTS.update(
         "MultiHeadAttention/bsh_packed_qkv": ["w"],
         "MultiHeadAttention/bsh_packed_qkv/bias": ["w", "b"],
     }
-)  # noqa: E501
+)
 
 
 # Q and K each multiplied by a scale before the scores MatMul (torch's

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from ruleengine.graph import forked
+from ruleengine import procs
 from ruleengine.kernels import catalog
 from ruleengine.kernels.catalog import CatalogError, PendingCatalog, load_catalog
 
@@ -21,13 +21,13 @@ def unloaded(monkeypatch):
     """No bundled catalog loaded yet in this process; the functions forked."""
     monkeypatch.setattr(catalog, "_BUNDLED", None)
     begun: list[object] = []
-    real = forked.Forked.__init__
+    real = procs.Forked.__init__
 
     def counted(self, fn, *args):
         begun.append(fn)
         real(self, fn, *args)
 
-    monkeypatch.setattr(forked.Forked, "__init__", counted)
+    monkeypatch.setattr(procs.Forked, "__init__", counted)
     return begun
 
 

@@ -10,7 +10,9 @@ from pathlib import Path
 
 import pytest
 
+import ruleengine.match.datalog as datalog
 import ruleengine.match.matcher as matcher
+import ruleengine.match.plain as plain_mod
 from ruleengine.graph import graph_from_model, load_graph
 from ruleengine.match import backend, find_candidates
 from ruleengine.match.compile import compile_rule_set, program_text
@@ -32,9 +34,9 @@ def _plain(monkeypatch: pytest.MonkeyPatch) -> None:
         kw.pop("distinct", None)
         return program_text(prog, counts, **kw)
 
-    monkeypatch.setattr(matcher, "compile_rule_set", plain_compile)
-    monkeypatch.setattr(matcher, "program_text", plain_text)
-    monkeypatch.setattr(matcher, "_ask", backend.run)
+    monkeypatch.setattr(plain_mod, "compile_rule_set", plain_compile)
+    monkeypatch.setattr(datalog, "program_text", plain_text)
+    monkeypatch.setattr(datalog, "_ask", backend.run)
 
 
 def _decoder(layers: int):
@@ -72,7 +74,7 @@ def test_chain_and_form_predicates_are_in_the_fast_program() -> None:
     graph = _decoder(1)
     rule_set = load_rule_set([], preset="all")
     prog = compile_rule_set(rule_set.rules, matcher.default_aliases(), tabled_forms=True)
-    facts = matcher.build_facts(graph, prog)
+    facts = datalog.build_facts(graph, prog)
     counts: dict[str, int] = {}
     for pred, _ in facts:
         counts[pred] = counts.get(pred, 0) + 1

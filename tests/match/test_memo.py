@@ -12,11 +12,21 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from ruleengine.graph import graph_from_model, load_graph
-from ruleengine.match import find_candidates, memo
+from ruleengine.match import (
+    anchors,
+    classes,
+    find_candidates,
+    keyrows,
+    lazy,
+    memo,
+    outcomes,
+    signatures,
+    window,
+)
 from ruleengine.rules import load_rule_set
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
-from synthetic import decoder_stack  # noqa: E402
+from synthetic import decoder_stack
 
 MODELS = Path(__file__).resolve().parents[2] / ".." / "shared" / "models"
 
@@ -157,7 +167,7 @@ def _reads_norm_weight(n) -> bool:
 )
 def test_a_changed_node_gets_its_own_signature(build, pick, layer: int) -> None:
     graph = graph_from_model(build())
-    st = memo.structure(graph)
+    st = signatures.structure(graph)
 
     def at(k: int) -> int:
         return st.pos[next(n.name for n in graph.nodes if n.name.startswith(f"l{k}_") and pick(n))]
@@ -165,9 +175,9 @@ def test_a_changed_node_gets_its_own_signature(build, pick, layer: int) -> None:
     changed, twin, other = at(layer), at(layer - 3), at(layer - 4)
     assert st.sig[twin] == st.sig[other]  # untouched layers look alike
     assert st.sig[changed] != st.sig[twin]
-    classes = memo.classify(st, 2)
-    assert classes.rep[twin] == classes.rep[other]
-    assert classes.rep[changed] != classes.rep[twin]
+    grouped = classes.classify(st, 2)
+    assert grouped.rep[twin] == grouped.rep[other]
+    assert grouped.rep[changed] != grouped.rep[twin]
 
 
 def test_clause_radius_counts_hops_from_the_anchor() -> None:
@@ -178,20 +188,20 @@ def test_clause_radius_counts_hops_from_the_anchor() -> None:
     rules = tuple(r for r in rs.rules if r.name in ("matmul_bias", "elementwise_chain"))
     prog = compile_rule_set(rules, default_aliases(), tabled_forms=True)
     radii = {
-        name: max(memo.clause_radius(c) for c in combos.values())
+        name: max(anchors.clause_radius(c) for c in combos.values())
         for name, (_h, _a, combos) in prog.rules.items()
     }
     assert radii == {"matmul_bias": 1, "elementwise_chain": 7}  # a chain of up to 8 ops
     # bindings are anchored at a centre of their clause: half the chain's length
     anchored = {
-        name: max(memo.clause_anchor(c)[1] for c in combos.values())  # type: ignore[index]
+        name: max(anchors.clause_anchor(c)[1] for c in combos.values())  # type: ignore[index]
         for name, (_h, _a, combos) in prog.rules.items()
     }
     assert anchored == {"matmul_bias": 1, "elementwise_chain": 4}
     longest = max(prog.rules["elementwise_chain"][2].values(), key=lambda c: c.n_head)
-    assert memo.clause_anchor(longest) == (3, 4)  # the 4th of 8 ops: 3 hops up, 4 down
-    assert memo.clause_anchor(longest, avoid={0}) == (0, 7)  # a fan-out first op: as before
-    assert memo.clause_anchor(longest, avoid={3}) == (4, 4)
+    assert anchors.clause_anchor(longest) == (3, 4)  # the 4th of 8 ops: 3 hops up, 4 down
+    assert anchors.clause_anchor(longest, avoid={0}) == (0, 7)  # a fan-out first op: as before
+    assert anchors.clause_anchor(longest, avoid={3}) == (4, 4)
 
 
 def test_key_rows_order_and_deduplicate_like_tuples() -> None:
@@ -213,14 +223,14 @@ def test_key_rows_order_and_deduplicate_like_tuples() -> None:
         keys.add((rng.choice(("b_rule", "a_rule")), tuple(nodes), rng.randint(0, 1)))
     keys_l = list(keys)
     codes = [rng.choice(("input-count", "param-mismatch")) for _ in keys_l]
-    rows = memo._KeyRows(keys_l, [(None,)] * len(keys_l), rank, pos, {"a_rule": 0, "b_rule": 1})
+    rows = keyrows.KeyRows(keys_l, [(None,)] * len(keys_l), rank, pos, {"a_rule": 0, "b_rule": 1})
     assert [keys_l[i] for i in rows.order] == sorted(keys_l)
     first: dict[tuple, tuple] = {}
     for key in sorted(keys_l):
         first.setdefault((key[0], frozenset(key[1])), key)
     assert [keys_l[i] for i in rows.first_per_set()] == list(first.values())
     others = keys_l[:150]
-    other_rows = memo._KeyRows(
+    other_rows = keyrows.KeyRows(
         others, [(None,)] * len(others), rank, pos, {"a_rule": 0, "b_rule": 1}
     )
     taken = {(k[0], frozenset(k[1])) for k in others}
@@ -234,7 +244,7 @@ def test_key_rows_order_and_deduplicate_like_tuples() -> None:
 
 
 def _twins_reference(st, origins, own) -> dict:
-    """``memo._twins`` as first written (a Python loop per translated candidate)."""
+    """``window.twin_map`` as first written (a Python loop per translated candidate)."""
     spans: dict[int, tuple[int, int]] = {}
     by_rep: dict[int, set[int]] = {}
     for _i, o, v in origins:
@@ -264,7 +274,7 @@ def test_twins_equal_the_per_candidate_reference(rule_set, monkeypatch) -> None:
     the per-candidate loop's, on a stack with one layer changed (some members differ
     from their representative over a candidate's span)."""
     calls = []
-    fast = memo._twins
+    fast = window.twin_map
 
     def both(st, index, outs, which, vs, own):
         got = fast(st, index, outs, which, vs, own)
@@ -277,7 +287,7 @@ def test_twins_equal_the_per_candidate_reference(rule_set, monkeypatch) -> None:
         calls.append(len(got))
         return got
 
-    monkeypatch.setattr(memo, "_twins", both)
+    monkeypatch.setattr(window, "twin_map", both)
     for m in (decoder_stack(30), _with_attribute_changed()):
         find_candidates(graph_from_model(m), rule_set, memo=True)
     assert len(calls) == 2 and all(calls)
@@ -301,8 +311,8 @@ def test_merge_points_place_keys_like_tuples() -> None:
         keys.add(("r", tuple(rng.sample(pool, rng.randint(1, 4))), rng.randint(0, 1)))
     keys_l = list(keys)
     mine, theirs = keys_l[:200], keys_l[200:]  # distinct keys, as the memo's are
-    a = memo._KeyRows(mine, [(None,)] * len(mine), rank, pos, {"r": 0}, keep_keys=True)
-    b = memo._KeyRows(theirs, [(None,)] * len(theirs), rank, pos, {"r": 0}, keep_keys=True)
+    a = keyrows.KeyRows(mine, [(None,)] * len(mine), rank, pos, {"r": 0}, keep_keys=True)
+    b = keyrows.KeyRows(theirs, [(None,)] * len(theirs), rank, pos, {"r": 0}, keep_keys=True)
     a_sel, b_sel = a.order.tolist(), b.order.tolist()
     got = a.merge_points(a_sel, b, b_sel).tolist()
     ordered = [mine[i] for i in a_sel]
@@ -376,7 +386,7 @@ def test_rule_rows_pick_like_key_tuples(seed: int) -> None:
         anchor = rng.randrange(2, len(names) - 2)
         alt, code = rng.randint(0, 1), rng.choice([None, None, "x", "y"])
         cand = Candidate("r", alt, (tuple(names[anchor + k] for k in flat),), (), ())
-        o = memo._Outcome(
+        o = outcomes.Outcome(
             anchor, rng.choice(["c0", "c1", "c2"]), offs, cand, code, None, (flat,), (), ()
         )
         members = [v for v in range(2, len(names) - 2) if v != anchor and rng.random() < 0.3]
@@ -386,19 +396,19 @@ def test_rule_rows_pick_like_key_tuples(seed: int) -> None:
 
     combos = {c: SimpleNamespace(alternative=0) for c in ("c0", "c1", "c2")}
     redo = (None, None, combos, None, {0: None})  # what a near miss's reason is read with
-    rows = memo._RuleRows("r", outs, blocks, [], names, label_arr, rank_p, pos, 0, redo)
+    rows = keyrows.RuleRows("r", outs, blocks, [], names, label_arr, rank_p, pos, 0, redo)
     own: dict[int, int] = {}
     site = (None, names, pos)
     block, _origin = rows.candidates(site, 0, own)
-    cands = memo._CandRows([("r", block)])
+    cands = lazy.CandRows([("r", block)])
     by_cand = {id(o.candidate): o for o in outs}
 
     def combo(c) -> str:
-        return c._o.combo if isinstance(c, memo._Translated) else by_cand[id(c)].combo
+        return c._o.combo if isinstance(c, lazy.Translated) else by_cand[id(c)].combo
 
     want_c, want_n = _rows_reference("r", outs, blocks, names)
     assert [(c.key, combo(c)) for c in cands] == want_c
-    nears = memo._NearRows([("r", rows.near_block(site))]) if rows.n_sel is not None else []
+    nears = lazy.NearRows([("r", rows.near_block(site))]) if rows.n_sel is not None else []
     assert [(n.candidate.key, n.code, combo(n.candidate)) for n in nears] == want_n
     assert rows.matched + rows.near_matched == len({k[1] for k, _ in want_c}) + len(
         {k[1] for k, _, _ in want_n}

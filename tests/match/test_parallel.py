@@ -12,7 +12,7 @@ from ruleengine.match import find_candidates, parallel
 from ruleengine.rules import load_rule_set
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
-from synthetic import decoder_stack  # noqa: E402
+from synthetic import decoder_stack
 
 
 def test_parallel_matching_equals_serial(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -77,8 +77,8 @@ def test_parallel_matching_uses_the_memo_first(monkeypatch: pytest.MonkeyPatch) 
 
 def _counting_forks(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """The number of queries each forked Datalog share asks (``backend`` forks through
-    ``graph.forked.Forked``)."""
-    from ruleengine.graph import forked as forked_mod
+    ``procs.Forked``)."""
+    from ruleengine import procs as forked_mod
 
     shares: list[int] = []
 

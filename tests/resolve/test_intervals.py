@@ -8,7 +8,8 @@ import onnx
 from onnx import TensorProto, helper
 
 from ruleengine.pipeline import analyze
-from ruleengine.resolve import _enumerate, best_intervals
+from ruleengine.resolve.intervals import best_intervals
+from ruleengine.resolve.subsets import best_subset
 
 
 def test_interval_scheduling_equals_brute_force_on_random_ranges() -> None:
@@ -23,7 +24,7 @@ def test_interval_scheduling_equals_brute_force_on_random_ranges() -> None:
             sets.append(frozenset(f"n{k}" for k in range(lo, hi + 1)))
             weights.append(rng.choice([0, 1, 5, 5, 10, rng.randint(1, 100)]))
         got = best_intervals(intervals, weights)
-        want = _enumerate(tuple(range(n)), sets, weights, [])
+        want = best_subset(tuple(range(n)), sets, weights, [])
         assert sum(weights[i] for i in got) == sum(weights[i] for i in want)
         picked = [sets[i] for i in got]
         assert sum(map(len, picked)) == len(frozenset().union(*picked))  # disjoint
@@ -32,7 +33,7 @@ def test_interval_scheduling_equals_brute_force_on_random_ranges() -> None:
 def test_long_elementwise_chain_is_solved_optimally(tmp_path, monkeypatch) -> None:
     """A 600-node Relu/Neg chain: one component of ~4k overlapping chain candidates,
     solved by interval scheduling (CP-SAT needed seconds on such chains)."""
-    import ruleengine.resolve as resolve_pkg
+    import ruleengine.resolve.component_solver as resolve_pkg
 
     calls = []
     real = resolve_pkg.best_intervals

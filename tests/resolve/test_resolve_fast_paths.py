@@ -13,29 +13,35 @@ from pathlib import Path
 import pytest
 
 from ruleengine.cost import load_target, score_candidates
+from ruleengine.cost.lazy import relabel
 from ruleengine.cost.model import Verdict
 from ruleengine.cost.scored import ScoredRecords
-from ruleengine.cost.scoring import relabel
 from ruleengine.cost.traffic import topo_position
 from ruleengine.graph import graph_from_model
 from ruleengine.match import find_candidates, memo
-from ruleengine.resolve import LostCandidates, _Components, resolve
+from ruleengine.resolve import LostCandidates, resolve
+from ruleengine.resolve.components import Components
 from ruleengine.resolve.greedy import greedy_order, select_greedy
 from ruleengine.resolve.lost import describe
 from ruleengine.resolve.segments import spans as segment_spans
-from ruleengine.rewrite.plan import RejectedCandidates, _listed, list_rejections, match_counts
+from ruleengine.rewrite.rejections import (
+    RejectedCandidates,
+    _listed,
+    list_rejections,
+    match_counts,
+)
 from ruleengine.rules import load_rule_set
 from ruleengine.topology import Contraction
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
-from synthetic import decoder_stack  # noqa: E402
+from synthetic import decoder_stack
 
 RULES = ("elementwise_chain", "norm_projections", "rmsnorm", "swiglu", "matmul_bias", "rope")
 
 
 def _plain_components(sets: list[frozenset[str]]) -> dict[int, list[int]]:
-    comps = _Components(len(sets))
-    comps._link_pairs(sets)
+    comps = Components(len(sets))
+    comps.link_pairs(sets)
     out: dict[int, list[int]] = {}
     for i in range(len(sets)):
         out.setdefault(comps.find(i), []).append(i)
@@ -49,7 +55,7 @@ def test_components_match_a_union_per_pair() -> None:
         sets = [
             frozenset(f"e{rng.randrange(m)}" for _ in range(rng.randint(1, 4))) for _ in range(n)
         ]
-        comps = _Components(n)
+        comps = Components(n)
         comps.link_overlapping(sets)
         got = comps.groups()
         want = _plain_components(sets)
@@ -58,7 +64,7 @@ def test_components_match_a_union_per_pair() -> None:
         # and the spans ``segments`` computes from the sets
         position = {f"e{k}": (k * 7) % m for k in range(m)} if m % 7 else None
         if position is not None and n:
-            by_pos = _Components(n)
+            by_pos = Components(n)
             by_pos.link_overlapping(sets, position)
             assert by_pos.groups() == want
             for members in want.values():
@@ -68,7 +74,7 @@ def test_components_match_a_union_per_pair() -> None:
     # a long chain in shuffled order: many hooking rounds, one component
     chain = [frozenset({f"e{i}", f"e{i + 1}"}) for i in range(3000)]
     rng.shuffle(chain)
-    comps = _Components(len(chain))
+    comps = Components(len(chain))
     comps.link_overlapping(chain)
     assert list(comps.groups().values()) == [list(range(3000))]
 
@@ -143,15 +149,15 @@ def test_lost_records_and_plan_rejections_as_eager_ones(stack: tuple, solver: st
 
 
 def test_near_miss_records_as_made_one_by_one(stack: tuple) -> None:
-    from ruleengine.cost.scoring import _from_near_miss, _from_near_misses
+    from ruleengine.cost.lazy import from_near_miss, from_near_misses
 
     graph, match, _ = stack
     rules = load_rule_set([], preset="all").by_name()
     target = load_target("ascend910b")
     assert match.near_misses
-    fast = _from_near_misses(graph, match.near_misses, rules, target)
+    fast = from_near_misses(graph, match.near_misses, rules, target)
     one = [
-        _from_near_miss(graph, nm, rules.get(nm.candidate.rule), target) for nm in match.near_misses
+        from_near_miss(graph, nm, rules.get(nm.candidate.rule), target) for nm in match.near_misses
     ]
     view = [
         (x.candidate, x.priority, x.verdict, x.code, x.reason, x.cost, dict(x.details)) for x in one
@@ -266,7 +272,7 @@ def test_resolve_and_plan_on_lazy_records_equal_the_tuple(stack) -> None:
 def test_greedy_hint_from_a_forked_child_gives_the_same_resolution(stack, monkeypatch) -> None:
     """``resolve(jobs=2)``: the greedy choice made in a forked child (CP-SAT's hint, the
     floor of a cut-short answer) is the one made here."""
-    from ruleengine.graph import forked
+    from ruleengine import procs
 
     graph, match, _scored = stack
     rs = load_rule_set([], preset="all")
@@ -275,21 +281,21 @@ def test_greedy_hint_from_a_forked_child_gives_the_same_resolution(stack, monkey
     one = resolve(graph, score_candidates(graph, match, rs, target))
     began: list[str] = []
 
-    class Counting(forked.Forked):
+    class Counting(procs.Forked):
         def __init__(self, fn, *args) -> None:
             began.append(fn.__name__)
             super().__init__(fn, *args)
 
-    monkeypatch.setattr(forked, "Forked", Counting)
+    monkeypatch.setattr(procs, "Forked", Counting)
     lazy = score_candidates(graph, match, rs, target)
     two = resolve(graph, lazy, jobs=2)
     assert began == ["_greedy_bytes"]
     assert [s.candidate.key for s in two.chosen] == [s.candidate.key for s in one.chosen]
     assert (two.objective, two.status, two.bound) == (one.objective, one.status, one.bound)
     assert list(two.lost) == list(one.lost)
-    from ruleengine.resolve import _Greedy
+    from ruleengine.resolve.greedy_hint import GreedyChoice
 
     viable = lazy.view(lazy.viable())
-    here, there = _Greedy(graph, viable), _Greedy(graph, viable, jobs=2)
+    here, there = GreedyChoice(graph, viable), GreedyChoice(graph, viable, jobs=2)
     assert there.positions == here.positions and there.chosen == here.chosen
     assert len(here.chosen) > 10

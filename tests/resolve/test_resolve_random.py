@@ -14,7 +14,7 @@ from types import MappingProxyType
 
 import pytest
 
-import ruleengine.resolve as resolve_module
+import ruleengine.resolve.component_solver as resolve_module
 from ruleengine.cost.model import Cost, ScoredCandidate, Verdict
 from ruleengine.graph.model import Graph, Node, Tensor
 from ruleengine.match.model import Candidate

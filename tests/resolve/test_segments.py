@@ -20,7 +20,7 @@ import pytest
 from onnx import TensorProto, helper
 from test_resolve_random import acyclic_after_contraction, brute_force, scored
 
-import ruleengine.resolve as resolve_pkg
+import ruleengine.resolve.component_solver as resolve_pkg
 import ruleengine.resolve.segments as segments
 from ruleengine.cost.model import ScoredCandidate
 from ruleengine.graph import graph_from_model

@@ -9,9 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from ruleengine import pipeline
+from ruleengine import pipeline, procs
 from ruleengine.errors import GraphLoadError
-from ruleengine.graph import forked
 from ruleengine.rewrite import checking
 
 from .test_checker_inputs import failing_the_checker
@@ -26,7 +25,7 @@ def forks(monkeypatch):
     """Fork the check (and the DOT graph's rendering) of any graph; the list of checks
     begun in a child."""
     monkeypatch.setattr(checking, "FORK_FROM_NODES", 0)
-    monkeypatch.setattr(forked, "FORK_FROM_NODES", 0)
+    monkeypatch.setattr(procs, "FORK_FROM_NODES", 0)
     begun: list[object] = []
     real = checking.PendingCheck.__init__
 

@@ -42,7 +42,7 @@ class _Unserializable:
     def __init__(self, error: Exception) -> None:
         self.error = error
 
-    def SerializeToString(self) -> bytes:  # noqa: N802 - protobuf's name
+    def SerializeToString(self) -> bytes:  # protobuf's name
         raise self.error
 
 
@@ -56,7 +56,7 @@ def test_serializer_errors_propagate(error):
 
 def test_parser_errors_under_the_limit_propagate(monkeypatch):
     class Refusing:
-        def ParseFromString(self, data: bytes) -> None:  # noqa: N802 - protobuf's name
+        def ParseFromString(self, data: bytes) -> None:  # protobuf's name
             raise DecodeError("Error parsing message with type 'onnx.ModelProto'")
 
     model = _model()

@@ -11,11 +11,11 @@ import pytest
 
 from ruleengine import pipeline
 from ruleengine.errors import UsageError
-from ruleengine.rewrite.plan import (
+from ruleengine.rewrite.plan_json import plan_json
+from ruleengine.rewrite.rejections import (
     EXAMPLES_PER_VERDICT,
     RejectedCandidates,
     list_rejections,
-    plan_json,
 )
 from ruleengine.rewrite.report import report_text
 
@@ -102,7 +102,7 @@ def test_unknown_detail_is_a_usage_error() -> None:
 
 
 def test_large_json_is_one_record_per_line_and_reads_back() -> None:
-    from ruleengine.rewrite.emit import INDENT_LIMIT_BYTES, json_bytes
+    from ruleengine.jsontext import INDENT_LIMIT_BYTES, json_bytes
 
     groups = [{"id": i, "nodes": [f"n{i}", "ü"], "cost": None} for i in range(20000)]
     data = {"schema_version": 1, "groups": groups, "rejected": [], "summary": {"a": 1}}

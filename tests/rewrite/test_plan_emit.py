@@ -10,14 +10,16 @@ import jsonschema
 import onnx
 import pytest
 
+from ruleengine import procs
 from ruleengine.cost.model import Verdict
 from ruleengine.errors import OutputError
-from ruleengine.graph import forked
 from ruleengine.match.model import MatchResult, NearMiss
 from ruleengine.resources import schema_path
 from ruleengine.rewrite.dot import PendingDot, render_dot
 from ruleengine.rewrite.emit import render_files, write_atomically
-from ruleengine.rewrite.plan import build_groups, build_plan, plan_json, safe_relpath
+from ruleengine.rewrite.outpaths import safe_relpath
+from ruleengine.rewrite.plan import build_groups, build_plan
+from ruleengine.rewrite.plan_json import plan_json
 from ruleengine.rewrite.report import report_json, report_text
 from ruleengine.rules.model import RuleSet
 from tests.rewrite.records import TARGET, graph_from_model, resolution, rule, scored
@@ -104,7 +106,7 @@ def test_dot_has_dashed_clusters_labelled_rule_and_kernel(graph, plan):
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
 def test_the_dot_graph_rendered_in_a_forked_child_is_the_same(graph, plan, monkeypatch):
-    monkeypatch.setattr(forked, "FORK_FROM_NODES", 0)
+    monkeypatch.setattr(procs, "FORK_FROM_NODES", 0)
     alone = PendingDot(graph, plan.groups, jobs=1)
     beside = PendingDot(graph, plan.groups, jobs=2)
     assert alone._child is None and beside._child is not None

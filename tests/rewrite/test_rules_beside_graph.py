@@ -9,9 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from ruleengine import pipeline
+from ruleengine import laps, pipeline, procs
 from ruleengine.errors import AutofusionError, RuleLoadError
-from ruleengine.graph import forked
 from ruleengine.rules import pending
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -31,12 +30,12 @@ FORKING = pending.FORK_FROM_JOBS
 def _forks(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     names: list[str] = []
 
-    class Counting(forked.Forked):
+    class Counting(procs.Forked):
         def __init__(self, fn, *args) -> None:
             names.append(fn.__name__)
             super().__init__(fn, *args)
 
-    monkeypatch.setattr(forked, "Forked", Counting)
+    monkeypatch.setattr(procs, "Forked", Counting)
     return names
 
 
@@ -74,7 +73,7 @@ def test_a_bad_rule_file_is_reported_before_a_bad_model(tmp_path: Path) -> None:
 
 
 def test_a_failed_child_leaves_the_rules_to_this_process(monkeypatch: pytest.MonkeyPatch) -> None:
-    def broken(rules, preset):  # noqa: ANN001, ANN202
+    def broken(rules, preset):
         raise MemoryError("the child could not load them")
 
     monkeypatch.setattr(pending, "_pickled_rules", broken)
@@ -128,16 +127,16 @@ def test_two_cores_load_the_rules_here(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_the_rules_childs_cpu_counts_in_rules(monkeypatch: pytest.MonkeyPatch) -> None:
     """The rules' child is reaped once the model is read, in the graph's lap: its whole
     CPU (and the catalog's, reaped with it) is moved to the rules' stage."""
-    tallies: list[forked.Tally] = []
-    real = pipeline.tally
+    tallies: list[procs.Tally] = []
+    real = laps.tally
 
     @contextmanager
-    def recorded() -> Iterator[forked.Tally]:
+    def recorded() -> Iterator[procs.Tally]:
         with real() as counted:
             tallies.append(counted)
             yield counted
 
-    monkeypatch.setattr(pipeline, "tally", recorded)
+    monkeypatch.setattr(laps, "tally", recorded)
     got = pipeline.analyze(EXAMPLE, [RULES], jobs=FORKING)
     assert len(tallies) == 1 and tallies[0].cpu > 0
     cpu = dict(got.cpu_timings)

@@ -123,7 +123,7 @@ def test_every_code_the_tool_emits_is_registered():
 
 
 def test_graph_loader_codes_match_the_registry():
-    from ruleengine.graph.loader import CODES as LOADER_CODES
+    from ruleengine.graph.problems import CODES as LOADER_CODES
 
     for code, name in LOADER_CODES.values():
         assert CODES[code].name == name

@@ -42,7 +42,7 @@ def _repo(tmp_path: Path, tests: dict[str, str], rule: str = RULE) -> Path:
     return tmp_path
 
 
-def _json(res) -> dict:  # noqa: ANN001
+def _json(res) -> dict:
     return json.loads(res.stdout)
 
 
@@ -174,7 +174,7 @@ def test_junit_output_is_valid_xml(tmp_path):
             "a.onnxtxt": "# match: r1,s1\n",
             "b.onnxtxt": "# no-match\n",
             "c.onnxtxt": "# match: r1,s1\n# todo-match: r2,t2\n",
-        },  # noqa: E501
+        },
     )
     res = run_cli("test", repo, "-f", "junit")
     assert res.exit_code == 1

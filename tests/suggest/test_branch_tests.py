@@ -14,6 +14,7 @@ from typer.testing import CliRunner
 from ruleengine.cli.app import app
 from ruleengine.ruletest.model import Status
 from ruleengine.ruletest.run import run_tests
+from ruleengine.suggest.analyses import Given
 from ruleengine.suggest.ruletests import BN_BRANCH, NOOP_CAST_BRANCH, branch_tests
 
 from .graphs import NOTHING_RULE, save
@@ -35,18 +36,18 @@ def _quiet(_m: str) -> None:
     return None
 
 
-def _drafts(tmp_path, text: str):  # noqa: ANN001, ANN202
-    from ruleengine.suggest import _draft
+def _drafts(tmp_path, text: str):
+    from ruleengine.suggest.drafting import draft_rules
 
     given = tmp_path / "given"
     given.mkdir()
     (given / "nothing.yaml").write_text(NOTHING_RULE)
     model = save(text, tmp_path / "m.onnx")
-    _, drafts, _, graphs = _draft([model], [given], None, "ascend910b", None, 0, None, _quiet)
+    _, drafts, _, graphs = draft_rules([model], Given([given], None, "ascend910b"), 0, None, _quiet)
     return drafts, graphs
 
 
-def _run(tmp_path, name: str, text: str, tests: dict[str, str], folder: str = "out"):  # noqa: ANN202
+def _run(tmp_path, name: str, text: str, tests: dict[str, str], folder: str = "out"):
     """`autofusion test`'s runner on the rule and its tests: file name -> outcome."""
     out = tmp_path / folder
     (out / f"{name}.tests").mkdir(parents=True)
@@ -62,7 +63,7 @@ def _without_branches(text: str) -> str:
     return yaml.safe_dump(rule, sort_keys=False)
 
 
-def _assert_pass_and_need_branch(tmp_path, d, branch: str) -> None:  # noqa: ANN001
+def _assert_pass_and_need_branch(tmp_path, d, branch: str) -> None:
     """Every test of the draft passes; without its branches the rule still finds its
     region but no longer the branch's form of it."""
     outcomes = _run(tmp_path, d.name, d.text, dict(d.tests))
@@ -142,15 +143,15 @@ def test_narrowings_know_their_branches(tmp_path):
 
 def test_a_draft_whose_branch_does_not_match_gets_no_branch_tests(tmp_path):
     """A branch that does not find the region as its export has it is a finding: the
-    draft is not taken with it (``_branch_tested`` gives None)."""
-    from ruleengine.suggest import _branch_tested
+    draft is not taken with it (``branch_tested`` gives None)."""
+    from ruleengine.suggest.draft_tests import branch_tested
 
     drafts, graphs = _drafts(tmp_path, _chain("1"))
     (d,) = drafts
-    assert _branch_tested(d, graphs) is not None
+    assert branch_tested(d, graphs) is not None
     text = _without_branches(d.text)
     broken = replace(d, text=text, branch_units={text: d.branches})
-    assert _branch_tested(broken, graphs) is None
+    assert branch_tested(broken, graphs) is None
 
 
 def test_no_branch_no_branch_tests(tmp_path):
@@ -186,17 +187,17 @@ def test_each_branched_draft_knows_its_forms_with_fewer_branches(tmp_path):
     assert _tested_with_fewer(d, graphs).text == d.text  # its own branch passes: kept
 
 
-def _tested_with_fewer(d, graphs):  # noqa: ANN001, ANN202
-    from ruleengine.suggest import _tested
+def _tested_with_fewer(d, graphs):
+    from ruleengine.suggest.draft_tests import tested
 
-    return _tested(d, graphs, fewer=True)
+    return tested(d, graphs, fewer=True)
 
 
 def test_a_draft_whose_branch_fails_is_taken_with_fewer_branches(tmp_path):
     """A branch that does not find the region as its export has it costs the draft that
-    branch, not the draft: ``_with_tests`` takes the same draft without it, its region
+    branch, not the draft: ``with_tests`` takes the same draft without it, its region
     tests passing, and the pruning's narrowings are still the ones after it."""
-    from ruleengine.suggest import _tested, _with_tests
+    from ruleengine.suggest.draft_tests import tested, with_tests
 
     drafts, graphs = _drafts(tmp_path, _chain("1"))
     (d,) = drafts
@@ -209,13 +210,13 @@ def test_a_draft_whose_branch_fails_is_taken_with_fewer_branches(tmp_path):
         fewer_branches={text: (plain,)},
         narrower=(),
     )
-    assert _tested(broken, graphs) is None  # the pruning's view: this text fails
-    taken = _tested(broken, graphs, fewer=True)
+    assert tested(broken, graphs) is None  # the pruning's view: this text fails
+    taken = tested(broken, graphs, fewer=True)
     assert taken is not None and taken.text == plain
     assert not any("branch" in name for name in taken.tests)
     assert taken.tests["positive_region.onnxtxt"]
     later = replace(d, text=d.text + "\n# a narrowing\n")
-    (kept,), failed = _with_tests([[broken, later]], graphs)
+    (kept,), failed = with_tests([[broken, later]], graphs)
     assert not failed and kept.text == plain
     assert [t for _, t in kept.narrower] == [later.text]
     outcomes = _run(tmp_path, kept.name, kept.text, dict(kept.tests))

@@ -17,7 +17,8 @@ from ruleengine.cost.scoring import folded_bn_inputs, score_one
 from ruleengine.cost.targets import load_target
 from ruleengine.graph.loader import load_graph
 from ruleengine.pipeline import fuse
-from ruleengine.suggest.regions import _candidate
+from ruleengine.suggest.analyses import Given
+from ruleengine.suggest.regions import group_candidate
 
 from .graphs import NOTHING_RULE, save
 
@@ -50,7 +51,7 @@ def _block(keep_bn: bool) -> str:
     return _HEAD + f"g ({', '.join(ins)}) => ({_SHAPE} z)\n{{\n{body}\n}}\n"
 
 
-def _save(keep_bn: bool, path):  # noqa: ANN001, ANN202
+def _save(keep_bn: bool, path):
     """The block with seeded weights; variances made positive."""
     save(_block(keep_bn), path)
     model = onnx.load(path)
@@ -69,7 +70,7 @@ def test_folded_bn_constants_take_the_convs_slots(tmp_path):
     nodes = [graph.node(n) for n in block]
     # the Convs have no bias: scale, mean and variance fold, the BN bias is the Conv's
     assert folded_bn_inputs(graph, nodes) == {"W_s1", "W_m1", "W_v1", "W_s2", "W_m2", "W_v2"}
-    scored = score_one(graph, _candidate(graph, frozenset(block)), None, target)
+    scored = score_one(graph, group_candidate(graph, frozenset(block)), None, target)
     assert scored.verdict is Verdict.FUSE  # x, 2 weights, 2 biases: within 8 inputs
     # a BatchNorm without its Conv in the group folds into nothing
     assert folded_bn_inputs(graph, [graph.node("bn2"), graph.node("add")]) == frozenset()
@@ -80,7 +81,8 @@ def _quiet(_m: str) -> None:
 
 
 def test_drafts_from_the_folded_export_match_the_kept_one(tmp_path):
-    from ruleengine.suggest import _draft, _measure_after
+    from ruleengine.suggest.drafting import draft_rules
+    from ruleengine.suggest.measuring import measure_after
 
     given = tmp_path / "given"
     given.mkdir()
@@ -88,7 +90,7 @@ def test_drafts_from_the_folded_export_match_the_kept_one(tmp_path):
     rules, target = [given], "ascend910b"
     folded = _save(False, tmp_path / "folded.onnx")
     kept = _save(True, tmp_path / "kept.onnx")
-    _, drafts, _, graphs = _draft([folded], rules, None, target, None, 0, None, _quiet)
+    _, drafts, _, graphs = draft_rules([folded], Given(rules, None, target), 0, None, _quiet)
     assert drafts
     with_bn = [d for d in drafts if "branches" in yaml.safe_load(d.text)["match"]]
     assert with_bn and all(d.tests for d in drafts)
@@ -99,9 +101,9 @@ def test_drafts_from_the_folded_export_match_the_kept_one(tmp_path):
     assert len(branch) == len(ops) + 1
     assert [op["type"] for op in branch].count("Conv") == 2
 
-    baseline, _, _, more = _draft([kept], rules, None, target, None, 0, None, _quiet)
-    _, _, report = _measure_after(
-        baseline, drafts, rules, None, target, None, _quiet, {**graphs, **more}
+    baseline, _, _, more = draft_rules([kept], Given(rules, None, target), 0, None, _quiet)
+    _, _, report = measure_after(
+        baseline, drafts, Given(rules, None, target), _quiet, {**graphs, **more}
     )
     assert report[0].after > report[0].before
 

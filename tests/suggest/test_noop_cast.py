@@ -12,6 +12,7 @@ from ruleengine.match import find_candidates
 from ruleengine.pipeline import fuse
 from ruleengine.rules.lint import lint_paths
 from ruleengine.rules.model import RuleSet
+from ruleengine.suggest.analyses import Given
 
 from .graphs import NOTHING_RULE, save
 
@@ -37,25 +38,25 @@ def _quiet(_m: str) -> None:
     return None
 
 
-def _given(tmp_path):  # noqa: ANN001, ANN202
+def _given(tmp_path):
     given = tmp_path / "given"
     given.mkdir()
     (given / "nothing.yaml").write_text(NOTHING_RULE)
     return [given]
 
 
-def _draft_from(path, rules):  # noqa: ANN001, ANN202
-    from ruleengine.suggest import _draft
+def _draft_from(path, rules):
+    from ruleengine.suggest.drafting import draft_rules
 
-    _, drafts, _, graphs = _draft([path], rules, None, "ascend910b", None, 0, None, _quiet)
+    _, drafts, _, graphs = draft_rules([path], Given(rules, None, "ascend910b"), 0, None, _quiet)
     return drafts, graphs
 
 
 def test_a_noop_cast_is_drafted_with_a_branch_without_it(tmp_path):
-    from ruleengine.suggest import _noop_cast
+    from ruleengine.suggest.fitting import noop_cast
 
     source = save(_chain("1"), tmp_path / "cast.onnx")  # to float32: a no-op
-    assert _noop_cast(load_graph(source), "cast")
+    assert noop_cast(load_graph(source), "cast")
     rules = _given(tmp_path)
     drafts, _ = _draft_from(source, rules)
     (d,) = drafts  # MatMul -> Relu -> Cast -> SiLU -> MatMul (Relu -> Cast: @epilogue x2..3)
@@ -111,25 +112,26 @@ def test_a_noop_cast_is_drafted_with_a_branch_without_it(tmp_path):
 
 
 def test_coverage_rises_on_the_export_without_the_cast(tmp_path):
-    from ruleengine.suggest import _draft, _measure_after
+    from ruleengine.suggest.drafting import draft_rules
+    from ruleengine.suggest.measuring import measure_after
 
     rules = _given(tmp_path)
     source = save(_chain("1"), tmp_path / "cast.onnx")
     other = save(_chain(None), tmp_path / "plain.onnx")
     drafts, graphs = _draft_from(source, rules)
-    baseline, _, _, more = _draft([other], rules, None, "ascend910b", None, 0, None, _quiet)
-    _, _, report = _measure_after(
-        baseline, drafts, rules, None, "ascend910b", None, _quiet, {**graphs, **more}
+    baseline, _, _, more = draft_rules([other], Given(rules, None, "ascend910b"), 0, None, _quiet)
+    _, _, report = measure_after(
+        baseline, drafts, Given(rules, None, "ascend910b"), _quiet, {**graphs, **more}
     )
     assert report[0].before == 0.0
     assert report[0].after == 1.0
 
 
 def test_a_cast_to_another_dtype_is_no_noop(tmp_path):
-    from ruleengine.suggest import _noop_cast
+    from ruleengine.suggest.fitting import noop_cast
 
     source = save(_chain("10"), tmp_path / "half.onnx")  # to float16: it computes
-    assert not _noop_cast(load_graph(source), "cast")
+    assert not noop_cast(load_graph(source), "cast")
     drafts, _ = _draft_from(source, _given(tmp_path))
     assert drafts
     assert all("branches" not in yaml.safe_load(d.text)["match"] for d in drafts)

@@ -1,4 +1,4 @@
-"""The pruning's pair step (``suggest._prune``): where no single change raises coverage,
+"""The pruning's pair step (``pruning.prune``): where no single change raises coverage,
 two drafted rules whose generalized matches tile a stretch of layers between them are
 left out together. On regnety-narrow.ts-keepbn, with the 50 rules suggest drafted there
 before the step existed (tests/data/suggest/regnety_keepbn_drafts/), each of the two
@@ -15,8 +15,8 @@ import yaml
 from ruleengine import coverage
 from ruleengine.pipeline import analyze
 from ruleengine.resolve import resolve
-from ruleengine.suggest import _prune, _without
 from ruleengine.suggest.model import Cluster, DraftRule
+from ruleengine.suggest.pruning import prune, without_rules
 
 HERE = Path(__file__).resolve().parent
 MODEL = HERE.parents[1] / ".." / "shared" / "models" / "families" / "regnety-narrow.ts-keepbn.onnx"
@@ -35,7 +35,7 @@ def _draft(name: str) -> DraftRule:
     return DraftRule(name, text, Cluster((name,), ()), yaml.safe_load(text)["priority"])
 
 
-def _coverage(analysis, scored) -> float:  # noqa: ANN001
+def _coverage(analysis, scored) -> float:
     chosen = resolve(analysis.graph, scored).chosen
     return coverage.measure(analysis.graph, [sc.candidate.nodes for sc in chosen]).coverage
 
@@ -47,9 +47,9 @@ def test_two_rules_each_needed_alone_are_left_out_together(tmp_path):
     ).coverage
     assert round(with_both, 4) == 0.8670
     for name in PAIR:  # each alone: leaving it out lowers coverage (no single change)
-        assert _coverage(analysis, _without(analysis.scored, frozenset({name}))) < with_both
+        assert _coverage(analysis, without_rules(analysis.scored, frozenset({name}))) < with_both
 
-    kept, dropped = _prune([_draft(n) for n in PAIR], [analysis], [MODEL.name])
+    kept, dropped = prune([_draft(n) for n in PAIR], [analysis], [MODEL.name])
 
     assert kept == []
     assert sorted(name for name, _ in dropped) == sorted(PAIR)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from ruleengine import coverage
+from ruleengine.suggest.analyses import Given
 
 from .graphs import NOTHING_RULE, save
 
@@ -25,7 +26,9 @@ g (float[64,256] x, float[64,256] z, float[64,256] r, float[256,256] W_m, float[
 
 
 def test_drafting_again_drafts_what_the_drafted_rules_leave(tmp_path):
-    from ruleengine.suggest import _draft, _measure_after, _redraft
+    from ruleengine.suggest.drafting import draft_rules
+    from ruleengine.suggest.measuring import measure_after
+    from ruleengine.suggest.rounds import redraft
 
     model = save(TWO, tmp_path / "two.onnx")
     given = tmp_path / "given"
@@ -36,14 +39,14 @@ def test_drafting_again_drafts_what_the_drafted_rules_leave(tmp_path):
     def quiet(_m: str) -> None:
         return None
 
-    baseline, drafts, _, graphs = _draft([model], rules, None, target, None, 0, None, quiet)
+    baseline, drafts, _, graphs = draft_rules([model], Given(rules, None, target), 0, None, quiet)
     mm = [d for d in drafts if "mm" in d.cluster.instances[0].region.nodes]
     assert mm and len(mm) < len(drafts)
     # round 1 kept only the MatMul piece's rule: the Sigmoid piece is left unfused
-    kept, _, report = _measure_after(baseline, mm, rules, None, target, None, quiet, graphs)
+    kept, _, report = measure_after(baseline, mm, Given(rules, None, target), quiet, graphs)
     assert report[0].after < report[0].reach == pytest.approx(1.0)
-    again = _redraft(
-        model, "two.onnx", baseline, kept, report, rules, None, target, None, 0, quiet, graphs
+    again = redraft(
+        model, "two.onnx", baseline, kept, report, Given(rules, None, target), 0, quiet, graphs
     )
     assert again is not None
     _, _, drafts2, report2, _ = again
@@ -54,10 +57,10 @@ def test_drafting_again_drafts_what_the_drafted_rules_leave(tmp_path):
     assert report[0].after < 0.99
     assert all(d.tests and d.kernel for d in drafts2)
     # nothing left once every piece has a rule: the round drafts nothing and is not kept
-    full, _, report3 = _measure_after(baseline, drafts2, rules, None, target, None, quiet, graphs)
+    full, _, report3 = measure_after(baseline, drafts2, Given(rules, None, target), quiet, graphs)
     assert (
-        _redraft(
-            model, "two.onnx", baseline, full, report3, rules, None, target, None, 0, quiet, graphs
+        redraft(
+            model, "two.onnx", baseline, full, report3, Given(rules, None, target), 0, quiet, graphs
         )
         is None
     )
@@ -133,9 +136,10 @@ def test_a_rule_whose_other_matches_lower_coverage_is_pinned_rather_than_left_ou
     edges); with the attribute values its region has pinned (transB = 1) it no longer
     matches the other place, and everything fusable is captured."""
     from ruleengine.pipeline import analyze
-    from ruleengine.suggest import DraftRule, _prune
+    from ruleengine.suggest import DraftRule
     from ruleengine.suggest.emit import PINNED_NOTE, draft, shared_params
     from ruleengine.suggest.model import Cluster
+    from ruleengine.suggest.pruning import prune
 
     model, folder, first, cluster = _gemm_gemm_relu_cluster(PLACES, tmp_path)
     pins = shared_params(cluster, lambda _m, n: first.graph.node(n))
@@ -149,7 +153,7 @@ def test_a_rule_whose_other_matches_lower_coverage_is_pinned_rather_than_left_ou
     before = coverage.measure(a.graph, [sc.candidate.nodes for sc in a.resolution.chosen])
     d = DraftRule("draft_p", general, cluster, 0, narrower=((cluster, pinned),))
     q = DraftRule("draft_q", _GEMM_RELU_SIGMOID, Cluster((), ()), 0)
-    kept, dropped = _prune([d, q], [a], ["m.onnx"], {"m.onnx": a.graph})
+    kept, dropped = prune([d, q], [a], ["m.onnx"], {"m.onnx": a.graph})
     assert dropped == []
     assert [k.text for k in kept] == [pinned, _GEMM_RELU_SIGMOID]
     (folder / "draft_p.yaml").write_text(pinned)
@@ -182,12 +186,14 @@ def test_a_rule_is_pinned_to_its_regions_input_count(tmp_path):
     Gemm -> Gemm -> Relu rule keeps to its region, and its generated tests read the
     weight as the model does (through an Identity)."""
     from ruleengine.pipeline import analyze
-    from ruleengine.suggest import DraftRule, _io_counts, _prune
+    from ruleengine.suggest import DraftRule
     from ruleengine.suggest.emit import PINNED_NOTE, draft
+    from ruleengine.suggest.fitting import io_counts
     from ruleengine.suggest.model import Cluster
+    from ruleengine.suggest.pruning import prune
 
     model, folder, first, cluster = _gemm_gemm_relu_cluster(SHARED_WEIGHT, tmp_path)
-    counts = _io_counts(cluster, {"m.onnx": first.graph})
+    counts = io_counts(cluster, {"m.onnx": first.graph})
     assert counts == (2, 2, 1)
     _, general = draft(cluster, "draft_p", 0, "ascend910b")
     _, pinned = draft(cluster, "draft_p", 0, "ascend910b", counts=counts)
@@ -197,7 +203,7 @@ def test_a_rule_is_pinned_to_its_regions_input_count(tmp_path):
     assert [sc.candidate.rule for sc in a.resolution.chosen] == ["draft_p", "draft_p"]
     d = DraftRule("draft_p", general, cluster, 0, narrower=((cluster, pinned),))
     q = DraftRule("draft_q", _GEMM_RELU_SIGMOID, Cluster((), ()), 0)
-    kept, dropped = _prune([d, q], [a], ["m.onnx"], {"m.onnx": a.graph})
+    kept, dropped = prune([d, q], [a], ["m.onnx"], {"m.onnx": a.graph})
     assert dropped == [] and [k.text for k in kept] == [pinned, _GEMM_RELU_SIGMOID]
     assert "Identity" in kept[0].tests["positive_region.onnxtxt"]
     (folder / "draft_p.yaml").write_text(pinned)
@@ -224,26 +230,22 @@ g (float[64,256] x, float[128,256] z, float[256,1024] W_a, float[1024,64] W_b,
 
 def test_a_rule_is_pinned_to_its_regions_tensor_sizes(tmp_path):
     """Neither attribute values nor input counts tell the two places apart; the drafts of
-    the Gemm -> Gemm -> Relu region (``_fitting_drafts``) end with one pinned to the
+    the Gemm -> Gemm -> Relu region (``fitting_drafts``) end with one pinned to the
     largest tensors its region has (``memory_limit``), and the pruning narrows the rule
     to it: the larger place is left to the Gemm -> Relu -> Sigmoid -> Tanh rule and
     everything fusable is captured (left out, the rule's own region stays unfused)."""
     from ruleengine.pipeline import analyze
-    from ruleengine.suggest import (
-        DraftRule,
-        _alternatives,
-        _fitting_drafts,
-        _largest_sizes,
-        _prune,
-    )
+    from ruleengine.suggest import DraftRule
     from ruleengine.suggest.emit import PINNED_NOTE
+    from ruleengine.suggest.fitting import alternatives, fitting_drafts, largest_sizes
     from ruleengine.suggest.model import Cluster
+    from ruleengine.suggest.pruning import prune
 
     model, folder, first, cluster = _gemm_gemm_relu_cluster(SIZES, tmp_path)
     graphs = {"m.onnx": first.graph}
     # h1 is 64 x 1024 float32 inside, y1 64 x 64 float32 out
-    assert _largest_sizes(cluster, graphs) == (64 * 1024 * 4, 64 * 64 * 4)
-    fitted = _fitting_drafts(cluster, "draft_p", 0, "ascend910b", graphs)
+    assert largest_sizes(cluster, graphs) == (64 * 1024 * 4, 64 * 64 * 4)
+    fitted = fitting_drafts(cluster, "draft_p", 0, "ascend910b", graphs)
     general = fitted[0].text
     assert not fitted[0].pinned and "memory_limit" not in general
     sized = [f for f in fitted if f.pinned and "memory_limit" in f.text]
@@ -262,7 +264,7 @@ def test_a_rule_is_pinned_to_its_regions_tensor_sizes(tmp_path):
         kept = [x for k, x in enumerate(lines) if not (at <= k <= at + 2 or k == note)]
         assert "\n".join(kept) == f.unsized[0]
     assert all(f.unsized is None for f in fitted if f not in sized)
-    assert _alternatives("draft_p", 0, fitted)[0].unsized == {f.text: f.unsized for f in sized}
+    assert alternatives("draft_p", 0, fitted)[0].unsized == {f.text: f.unsized for f in sized}
     (folder / "draft_p.yaml").write_text(general)
     a = analyze(model, [folder])
     assert [sc.candidate.rule for sc in a.resolution.chosen] == ["draft_p", "draft_p"]
@@ -276,7 +278,7 @@ def test_a_rule_is_pinned_to_its_regions_tensor_sizes(tmp_path):
         unsized={f.text: f.unsized for f in sized},
     )
     q = DraftRule("draft_q", _GEMM_RELU_SIGMOID, Cluster((), ()), 0)
-    kept, dropped = _prune([d, q], [a], ["m.onnx"], graphs)
+    kept, dropped = prune([d, q], [a], ["m.onnx"], graphs)
     assert dropped == []
     assert [k.text for k in kept][1:] == [_GEMM_RELU_SIGMOID]
     assert "memory_limit" in kept[0].text
@@ -291,16 +293,18 @@ def test_a_size_pin_that_changes_nothing_is_not_matched_again(tmp_path, monkeypa
     """At the two places of ``PLACES`` (equal sizes) every candidate of the rule fits its
     region's sizes: its size-pinned form would match and judge the same candidates, so
     the pruning does not match it again; the attribute-pinned form is still found."""
-    import ruleengine.suggest as suggest_mod
+    import ruleengine.suggest.pruning as pruning
     from ruleengine.pipeline import analyze
-    from ruleengine.suggest import DraftRule, _largest_sizes, _prune
+    from ruleengine.suggest import DraftRule
     from ruleengine.suggest.emit import draft, shared_params, size_limit
+    from ruleengine.suggest.fitting import largest_sizes
     from ruleengine.suggest.model import Cluster
+    from ruleengine.suggest.pruning import prune
 
     model, folder, first, cluster = _gemm_gemm_relu_cluster(PLACES, tmp_path)
     graphs = {"m.onnx": first.graph}
     pins = shared_params(cluster, lambda _m, n: first.graph.node(n))
-    sizes = _largest_sizes(cluster, graphs)
+    sizes = largest_sizes(cluster, graphs)
     _, general = draft(cluster, "draft_p", 0, "ascend910b")
     # the size-pinned form first: tried beside the attribute-pinned one in one round
     narrower = [
@@ -311,13 +315,13 @@ def test_a_size_pin_that_changes_nothing_is_not_matched_again(tmp_path, monkeypa
     (folder / "draft_p.yaml").write_text(general)
     a = analyze(model, [folder])
     matched: list[str] = []
-    real = suggest_mod._scored_rule
+    real = pruning.scored_rule
 
-    def counted(name: str, text: str, analysis):  # noqa: ANN001, ANN202
+    def counted(name: str, text: str, analysis):
         matched.append(text)
         return real(name, text, analysis)
 
-    monkeypatch.setattr(suggest_mod, "_scored_rule", counted)
+    monkeypatch.setattr(pruning, "scored_rule", counted)
     d = DraftRule(
         "draft_p",
         general,
@@ -327,7 +331,7 @@ def test_a_size_pin_that_changes_nothing_is_not_matched_again(tmp_path, monkeypa
         unsized={narrower[0]: (general, size_limit(sizes))},
     )
     q = DraftRule("draft_q", _GEMM_RELU_SIGMOID, Cluster((), ()), 0)
-    kept, dropped = _prune([d, q], [a], ["m.onnx"], graphs)
+    kept, dropped = prune([d, q], [a], ["m.onnx"], graphs)
     assert dropped == [] and "transB: 1" in kept[0].text and "memory_limit" not in kept[0].text
     assert any("transB: 1" in t for t in matched)
     assert not any("memory_limit" in t for t in matched)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 from onnx import TensorProto, helper
 
-import ruleengine.resolve as resolve_pkg
+import ruleengine.resolve.component_solver as resolve_pkg
 from ruleengine.cost.model import Cost, ScoredCandidate, Verdict
 from ruleengine.graph import graph_from_model
 from ruleengine.match.model import Candidate
@@ -50,7 +50,7 @@ def test_a_chain_plan_that_splits_nothing_is_not_nested(monkeypatch: pytest.Monk
     calls: list[int] = []
     real = resolve_pkg.solve_chain
 
-    def counted(plan, *args):  # noqa: ANN001, ANN202
+    def counted(plan, *args):
         calls.append(max(map(len, plan.interiors)))
         return real(plan, *args)
 

@@ -8,7 +8,8 @@ from ruleengine import coverage
 from ruleengine.cost.model import Verdict
 from ruleengine.cost.scoring import score_one
 from ruleengine.graph.loader import load_graph
-from ruleengine.suggest.regions import _candidate, largest_viable_form
+from ruleengine.suggest.analyses import Given
+from ruleengine.suggest.regions import group_candidate, largest_viable_form
 
 from .graphs import save
 
@@ -41,7 +42,7 @@ g (float[64,256] x) => (float[64,256] y, float[64,256] z)
 """
 
 
-def _target():  # noqa: ANN202
+def _target():
     from ruleengine.cost.targets import load_target
 
     return load_target("ascend910b")
@@ -51,7 +52,9 @@ def test_the_largest_convex_trim_of_a_match_that_is_not_convex(tmp_path):
     graph = load_graph(save(NOT_CONVEX, tmp_path / "m.onnx"))
     target = _target()
     whole = frozenset("abst")
-    assert score_one(graph, _candidate(graph, whole), None, target).verdict is Verdict.NOT_CONVEX
+    assert (
+        score_one(graph, group_candidate(graph, whole), None, target).verdict is Verdict.NOT_CONVEX
+    )
     region = largest_viable_form(graph, whole, target, coverage.fusable_edges(graph), {whole})
     assert region is not None
     assert region.nodes == ("b", "s", "t")
@@ -85,7 +88,9 @@ g (float[64,256] x) => (float[64,256] y)
 
 
 def test_a_smaller_form_is_drafted_where_a_draft_matches_but_does_not_fuse(tmp_path):
-    from ruleengine.suggest import _draft, _measure_after, _smaller_round
+    from ruleengine.suggest.drafting import draft_rules
+    from ruleengine.suggest.measuring import measure_after
+    from ruleengine.suggest.rounds import smaller_round
 
     from .graphs import NOTHING_RULE
 
@@ -99,13 +104,13 @@ def test_a_smaller_form_is_drafted_where_a_draft_matches_but_does_not_fuse(tmp_p
     def quiet(_m: str) -> None:
         return None
 
-    _, drafts, _, graphs = _draft([clean], rules, None, target, None, 0, None, quiet)
+    _, drafts, _, graphs = draft_rules([clean], Given(rules, None, target), 0, None, quiet)
     assert drafts
-    baseline, _, _, more_graphs = _draft([escapes], rules, None, target, None, 0, None, quiet)
+    baseline, _, _, more_graphs = draft_rules([escapes], Given(rules, None, target), 0, None, quiet)
     graphs = {**graphs, **more_graphs}
-    kept, _, report = _measure_after(baseline, drafts, rules, None, target, None, quiet, graphs)
+    kept, _, report = measure_after(baseline, drafts, Given(rules, None, target), quiet, graphs)
     assert report[0].after == report[0].before  # the clean draft does not fuse there
-    smaller = _smaller_round(baseline, kept, report, rules, None, target, None, quiet, graphs)
+    smaller = smaller_round(baseline, kept, report, Given(rules, None, target), quiet, graphs)
     assert smaller is not None
     drafts2, report2, _ = smaller
     assert [d.name for d in drafts2[: len(kept)]] == [d.name for d in kept]
@@ -116,5 +121,5 @@ def test_a_smaller_form_is_drafted_where_a_draft_matches_but_does_not_fuse(tmp_p
     assert report2[0].after > report[0].after
     # nothing left that a draft matches without fusing: no round
     assert (
-        _smaller_round(baseline, drafts2, report2, rules, None, target, None, quiet, graphs) is None
+        smaller_round(baseline, drafts2, report2, Given(rules, None, target), quiet, graphs) is None
     )

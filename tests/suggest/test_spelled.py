@@ -203,12 +203,12 @@ def _given(tmp_path: Path) -> Path:
     return folder
 
 
-def _report(path: Path, given: Path, drafts: list):  # noqa: ANN202
-    import ruleengine.suggest as sg
+def _report(path: Path, given: Path, drafts: list):
+    from ruleengine.suggest.analyses import Given, analysis_with_drafts, covered
     from ruleengine.suggest.model import ModelCoverage
 
-    before = sg._covered(sg._with_drafts(path, [], [given], None, "ascend910b", None))
-    after = sg._covered(sg._with_drafts(path, drafts, [given], None, "ascend910b", None))
+    before = covered(analysis_with_drafts(path, [], Given([given], None, "ascend910b")))
+    after = covered(analysis_with_drafts(path, drafts, Given([given], None, "ascend910b")))
     return (
         before,
         after,
@@ -223,7 +223,8 @@ def test_a_draft_that_steals_a_written_out_composites_op_gets_a_bridge(
     other export shows); a bridge rule drafted in that spelling (the draft's group with
     the given groups it displaces, the norm left written out) restores it there, leaves
     the source as it was, and does the same on an export written at opset 14."""
-    import ruleengine.suggest as sg
+    import ruleengine.suggest.spelled_checks as sg
+    from ruleengine.suggest.analyses import Given
     from ruleengine.suggest.model import Cluster, DraftRule
 
     src = _stolen_add(tmp_path / "src.onnx")
@@ -234,16 +235,16 @@ def test_a_draft_that_steals_a_written_out_composites_op_gets_a_bridge(
 
     # reported, not bridged: the other spelling falls and the draft is named
     monkeypatch.setattr(sg, "SPELLED_BRIDGES", False)
-    drafts, (seen,) = sg._spelled_checks(
-        [src], [m], [draft], [given], None, "ascend910b", None, lambda _m: None
+    drafts, (seen,) = sg.spelled_checks(
+        [src], [m], [draft], Given([given], None, "ascend910b"), lambda _m: None
     )
     assert [d.name for d in drafts] == ["d_draft"]
     assert seen.spelled is not None and seen.spelled.after < seen.spelled.before - 0.01
     assert seen.spelled.lowered_by == (("d_draft", ("r0_chain", "r1_add_norm")),)
 
     monkeypatch.setattr(sg, "SPELLED_BRIDGES", True)
-    drafts, (seen,) = sg._spelled_checks(
-        [src], [m], [draft], [given], None, "ascend910b", None, lambda _m: None
+    drafts, (seen,) = sg.spelled_checks(
+        [src], [m], [draft], Given([given], None, "ascend910b"), lambda _m: None
     )
     (bridge,) = drafts[1:]
     assert seen.after == after  # the source keeps what the draft gives it

@@ -13,6 +13,7 @@ from ruleengine import coverage
 from ruleengine.cli.app import app
 from ruleengine.graph import load_graph
 from ruleengine.suggest import suggest
+from ruleengine.suggest.analyses import Given
 from ruleengine.suggest.canon import canonicalize, composite_instances
 from ruleengine.suggest.regions import find_regions
 
@@ -499,7 +500,8 @@ def test_a_drafted_rule_that_lowers_coverage_is_left_out(tmp_path):
     bytes (MatMul -> MatMul: cube -> cube) is dropped; the one it beat is kept, and the
     selection then captures the MatMul -> Relu edge."""
     from ruleengine.pipeline import analyze
-    from ruleengine.suggest import Cluster, DraftRule, _prune
+    from ruleengine.suggest import Cluster, DraftRule
+    from ruleengine.suggest.pruning import prune
 
     text = (
         '<ir_version: 8, opset_import: ["" : 17]>\n'
@@ -517,7 +519,7 @@ def test_a_drafted_rule_that_lowers_coverage_is_left_out(tmp_path):
         drafts.append(DraftRule(name, rule, Cluster((), ()), 0))
     a = analyze(model, [tmp_path])
     assert [sc.candidate.rule for sc in a.resolution.chosen] == ["draft_cube_pair"]
-    kept, dropped = _prune(drafts, [a], ["m.onnx"])
+    kept, dropped = prune(drafts, [a], ["m.onnx"])
     assert [d.name for d in kept] == ["draft_cube_relu"]
     assert [n for n, _ in dropped] == ["draft_cube_pair"]
     assert "m.onnx: 0.0% with it, 100.0% without" in dropped[0][1]
@@ -528,9 +530,10 @@ def test_a_drafted_rule_is_narrowed_where_its_general_form_lowers_coverage(tmp_p
     general form's groups win on net bytes and capture nothing, the rule is narrowed (it
     stays, with the less general pattern, its tests and kernel entry) rather than dropped."""
     from ruleengine.pipeline import analyze
-    from ruleengine.suggest import DraftRule, Instance, Region, _prune
+    from ruleengine.suggest import DraftRule, Instance, Region
     from ruleengine.suggest.canon import canonicalize
     from ruleengine.suggest.model import Cluster
+    from ruleengine.suggest.pruning import prune
 
     text = (
         '<ir_version: 8, opset_import: ["" : 17]>\n'
@@ -547,14 +550,14 @@ def test_a_drafted_rule_is_narrowed_where_its_general_form_lowers_coverage(tmp_p
     inst = Instance("m.onnx", Region(region, 0, 0), canon.units, False, frozenset(), frozenset())
     cluster = Cluster(canon.key, (inst,))
     d = DraftRule("draft_x", general, cluster, 0, narrower=((cluster, narrow),))
-    kept, dropped = _prune([d], [a], ["m.onnx"], {"m.onnx": a.graph})
+    kept, dropped = prune([d], [a], ["m.onnx"], {"m.onnx": a.graph})
     assert dropped == []
     (k,) = kept
     assert k.text == narrow and k.narrower == ()
     assert "positive_region.onnxtxt" in k.tests
     assert "DraftX" in k.kernel
     # the coverage reported is that of the rule written (narrowed), measured again
-    from ruleengine.suggest import _measure_after
+    from ruleengine.suggest.measuring import measure_after
 
     given = tmp_path / "given"
     given.mkdir()
@@ -562,8 +565,8 @@ def test_a_drafted_rule_is_narrowed_where_its_general_form_lowers_coverage(tmp_p
     before = coverage.measure(a.graph, [])
     baseline = [(model, "m.onnx", before, 1.0, (1.0, True, 1.0, True), 1.0)]
     graphs = {"m.onnx": a.graph}
-    out, pruned, (m,) = _measure_after(
-        baseline, [d], [given], None, "ascend910b", None, lambda _m: None, graphs
+    out, pruned, (m,) = measure_after(
+        baseline, [d], Given([given], None, "ascend910b"), lambda _m: None, graphs
     )
     assert [o.text for o in out] == [narrow] and pruned == []
     assert before.coverage == 0.0 and m.after == pytest.approx(1.0)

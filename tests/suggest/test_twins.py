@@ -13,6 +13,7 @@ three intervals of 3 (48), is what drafting should take.
 from __future__ import annotations
 
 from ruleengine.graph import load_graph
+from ruleengine.suggest.analyses import Given
 from ruleengine.suggest.partition import Kernel, best_partition
 from ruleengine.suggest.regions import selectable_partition
 from ruleengine.suggest.twins import structural_partition, twin_classes, twin_key
@@ -85,7 +86,7 @@ def test_the_twin_round_reuses_the_first_drafting(tmp_path, monkeypatch):
     the first one's memo it analyses no model again and finds the same drafts as
     without it (only what depends on twins is searched again)."""
     import ruleengine.pipeline as pipeline
-    from ruleengine.suggest import _draft
+    from ruleengine.suggest.drafting import draft_rules
 
     from .graphs import NOTHING_RULE, layers
 
@@ -93,20 +94,20 @@ def test_the_twin_round_reuses_the_first_drafting(tmp_path, monkeypatch):
     given = tmp_path / "given"
     given.mkdir()
     (given / "nothing.yaml").write_text(NOTHING_RULE)
-    args = ([model], [given], None, "ascend910b", None, 0, None, lambda _m: None)
+    args = ([model], Given([given], None, "ascend910b"), 0, None, lambda _m: None)
     memo: dict = {}
-    first = _draft(*args, memo=memo)
+    first = draft_rules(*args, memo=memo)
     assert first[1]
-    fresh = _draft(*args, twins=True)
+    fresh = draft_rules(*args, twins=True)
     analysed: list = []
     real = pipeline.analyze
 
-    def counted(*a, **k):  # noqa: ANN002, ANN003, ANN202
+    def counted(*a, **k):
         analysed.append(a)
         return real(*a, **k)
 
     monkeypatch.setattr(pipeline, "analyze", counted)
-    again = _draft(*args, twins=True, memo=memo)
+    again = draft_rules(*args, twins=True, memo=memo)
     assert analysed == []
     assert again[0] == fresh[0]
     assert [d.text for d in again[1]] == [d.text for d in fresh[1]]

@@ -3,14 +3,18 @@ selection falls short of the bar, the region search runs again with WIDER_POOL_S
 
 from __future__ import annotations
 
-import ruleengine.suggest as sg
+import ruleengine.suggest.drafting as drafting
 import ruleengine.suggest.regions as regions
+from ruleengine.suggest.analyses import Given
+from ruleengine.suggest.drafting import WIDER_POOL_SETS, WIDER_USED, draft_rules
+from ruleengine.suggest.measuring import measure_after
+from ruleengine.suggest.rounds import first_pool_round
 
 from .graphs import NOTHING_RULE, save
 from .test_redraft import TWO
 
 
-def _baseline(tmp_path, monkeypatch, budget: int, below: float):  # noqa: ANN202
+def _baseline(tmp_path, monkeypatch, budget: int, below: float):
     """The first drafting's baseline of TWO with a pool budget of ``budget`` sets, the
     pools judged by the search (``max_sets`` per call)."""
     model = save(TWO, tmp_path / "two.onnx")
@@ -20,14 +24,16 @@ def _baseline(tmp_path, monkeypatch, budget: int, below: float):  # noqa: ANN202
     calls: list[int] = []
     real = regions.search_regions
 
-    def counted(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+    def counted(*args, **kwargs):
         kwargs.setdefault("max_sets", budget)
         calls.append(kwargs["max_sets"])
         return real(*args, **kwargs)
 
     monkeypatch.setattr(regions, "search_regions", counted)
-    monkeypatch.setattr(sg, "WIDER_BELOW", below)
-    baseline, *_ = sg._draft([model], [given], None, "ascend910b", None, 0, None, lambda _m: None)
+    monkeypatch.setattr(drafting, "WIDER_BELOW", below)
+    baseline, *_ = draft_rules(
+        [model], Given([given], None, "ascend910b"), 0, None, lambda _m: None
+    )
     return baseline[0], calls
 
 
@@ -38,7 +44,7 @@ def test_a_capped_pool_under_the_bar_is_searched_again_wider(tmp_path, monkeypat
     # the same, under a bar it misses: searched again with the wider pool, complete there,
     # and the figures reported are the wider search's (ceiling proven)
     (_, _, _, _, wider, _), calls = _baseline(tmp_path, monkeypatch, 2, 1.01)
-    assert calls == [2, sg.WIDER_POOL_SETS]
+    assert calls == [2, WIDER_POOL_SETS]
     assert wider[3] is True and wider[2] >= capped[2]
 
 
@@ -63,27 +69,27 @@ def test_the_first_search_drafts_are_carried_over_where_the_wider_pool_was_used(
     calls: list[int] = []
     real = regions.search_regions
 
-    def counted(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+    def counted(*args, **kwargs):
         kwargs.setdefault("max_sets", 2)
         calls.append(kwargs["max_sets"])
         return real(*args, **kwargs)
 
     monkeypatch.setattr(regions, "search_regions", counted)
-    monkeypatch.setattr(sg, "WIDER_BELOW", 1.01)
-    args = ([given], None, "ascend910b", None)
+    monkeypatch.setattr(drafting, "WIDER_BELOW", 1.01)
+    args = (Given([given], None, "ascend910b"),)
 
     def quiet(_m: str) -> None:
         return None
 
     memo: dict = {}
-    baseline, drafts, _, graphs = sg._draft([model], *args, 0, None, quiet, memo=memo)
-    assert memo[sg.WIDER_USED] == {"two.onnx"} and calls == [2, sg.WIDER_POOL_SETS]
+    baseline, drafts, _, graphs = draft_rules([model], *args, 0, None, quiet, memo=memo)
+    assert memo[WIDER_USED] == {"two.onnx"} and calls == [2, WIDER_POOL_SETS]
     mm = [d for d in drafts if "mm" in d.cluster.instances[0].region.nodes]
     assert mm and len(mm) < len(drafts)
-    kept, _, report = sg._measure_after(baseline, mm, *args, quiet, graphs)
+    kept, _, report = measure_after(baseline, mm, *args, quiet, graphs)
     assert report[0].after < 0.99
-    got = sg._first_pool_round([model], baseline, kept, report, *args, 0, quiet, memo)
-    assert calls == [2, sg.WIDER_POOL_SETS, 2]  # the first search's pool, never wider
+    got = first_pool_round([model], baseline, kept, report, *args, 0, quiet, memo)
+    assert calls == [2, WIDER_POOL_SETS, 2]  # the first search's pool, never wider
     assert got is not None
     carried, report2, _ = got
     assert {d.name for d in kept} < {d.name for d in carried}
@@ -91,4 +97,4 @@ def test_the_first_search_drafts_are_carried_over_where_the_wider_pool_was_used(
     assert report2[0].after == pytest.approx(1.0)
     assert all(d.tests and d.kernel for d in carried)
     # nothing of the first search left to carry over: no round
-    assert sg._first_pool_round([model], baseline, carried, report2, *args, 0, quiet, memo) is None
+    assert first_pool_round([model], baseline, carried, report2, *args, 0, quiet, memo) is None

@@ -1,4 +1,4 @@
-"""Native calls in a forked child (``graph/forked.py``) and the forked shape inference of
+"""Native calls in a forked child (``procs.py``) and the forked shape inference of
 ``load_graph``: the same graph and the same warnings as in process."""
 
 from __future__ import annotations
@@ -10,8 +10,9 @@ import time
 import pytest
 from onnx import TensorProto, helper
 
-from ruleengine.graph import forked, load_graph, onnxlite, propagate
-from ruleengine.graph.forked import Forked, forkable
+from ruleengine import procs
+from ruleengine.graph import load_graph, onnxlite, propagate
+from ruleengine.procs import Forked, forkable
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
 
@@ -95,13 +96,13 @@ def test_load_graph_forked_gives_the_same_graph(tmp_path, monkeypatch):
     path = _model_file(tmp_path)
     monkeypatch.setattr(propagate, "FORK_FROM_NODES", 0)
     forks = []
-    real = forked.Forked.__init__
+    real = procs.Forked.__init__
 
     def counted(self, *args):
         forks.append(args[0])
         real(self, *args)
 
-    monkeypatch.setattr(forked.Forked, "__init__", counted)
+    monkeypatch.setattr(procs.Forked, "__init__", counted)
     alone = load_graph(path, jobs=1)
     assert forks == []
     beside = load_graph(path, jobs=2)
@@ -132,8 +133,8 @@ def _spin(seconds: float) -> bytes:
 
 
 def test_tally_counts_the_whole_cpu_of_children_reaped_inside():
-    with forked.tally() as outer:
-        with forked.tally() as inner:
+    with procs.tally() as outer:
+        with procs.tally() as inner:
             Forked(_spin, 0.05).result()
         assert inner.cpu >= 0.04  # the child's own CPU, from os.wait4
         assert inner.wait >= 0.04  # result() waited for the child to finish
@@ -141,6 +142,6 @@ def test_tally_counts_the_whole_cpu_of_children_reaped_inside():
         Forked(_spin, 0.0).result()  # reaped after the inner block: not its
     assert inner.cpu == after
     assert outer.cpu >= inner.cpu
-    with forked.tally() as none:
+    with procs.tally() as none:
         pass
     assert none.cpu == 0.0

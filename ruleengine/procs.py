@@ -69,7 +69,7 @@ _TALLIES: list[Tally] = []
 def tally() -> Iterator[Tally]:
     """Count the CPU of every child reaped inside the block: the work of a stage done by
     children that another stage reaps (the rules' and the catalog's, finished after the
-    model is read) is moved back to its own stage with it (``pipeline._Laps.beside``)."""
+    model is read) is moved back to its own stage with it (``laps.Laps.reaped``)."""
     counted = Tally()
     _TALLIES.append(counted)
     try:
@@ -138,14 +138,14 @@ def _child(fd: int, fn: Callable[..., bytes], args: tuple) -> None:
             out = _HEADER.pack(0, 0)
             data = fn(*args)
             out = _HEADER.pack(0, len(data))
-        except BaseException as exc:  # noqa: BLE001 - handed to the parent
+        except BaseException as exc:  # handed to the parent
             data = _described(exc)
             out = _HEADER.pack(data[0], len(data) - 1)
             data = data[1:]
         with open(fd, "wb", closefd=True) as pipe:
             pipe.write(out)
             pipe.write(data)
-    except BaseException:  # noqa: BLE001 - the parent sees a missing result
+    except BaseException:  # the parent sees a missing result
         code = 1
     finally:
         os._exit(code)
@@ -157,7 +157,7 @@ def _described(exc: BaseException) -> bytes:
     exceptions of ONNX's C++ extension)."""
     try:
         return b"\x01" + pickle.dumps(exc)
-    except Exception:  # noqa: BLE001 - unpicklable: described instead
+    except Exception:  # unpicklable: described instead
         cls = type(exc)
         return b"\x02" + pickle.dumps((cls.__module__, cls.__qualname__, str(exc)))
 
@@ -170,7 +170,7 @@ def _exception(kind: int, payload: bytes) -> BaseException:
     if cls is not None:
         try:
             return cls(message)
-        except Exception:  # noqa: BLE001 - built below instead
+        except Exception:  # built below instead
             pass
     # the same class name and message (what a diagnostic shows) if the class is not found
     return type(qualname.rsplit(".", 1)[-1], (Exception,), {"__module__": module})(message)

@@ -1,0 +1,79 @@
+"""Verification as a stage of ``fuse``: the fused model against the input model.
+
+``pipeline.fuse`` calls ``verify_rewrite`` after the rewrite when --verify or --safe is
+given (the mode was chosen before any work, ``choose_mode``), and ``with_check_failure``
+when onnx.checker then refuses the fused model of a failed verification.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ruleengine.graph.model import Graph
+from ruleengine.rewrite.model import FusedGroup, Verification
+from ruleengine.rewrite.weights import WeightSurvey
+from ruleengine.verification import ModeChoice, VerifyOutcome, verify_fused
+
+if TYPE_CHECKING:
+    import onnx
+
+    from ruleengine.rewrite.onnx_rewrite import RewriteError
+
+
+def verify_rewrite(
+    *,
+    path: Path,
+    original: onnx.ModelProto,
+    fused: onnx.ModelProto,
+    graph: Graph,
+    groups: Sequence[FusedGroup],
+    calls: Mapping[int, Any],
+    corrupt_rules: Collection[str],
+    weights: WeightSurvey,
+    choice: ModeChoice,
+    inputs: str | Path | None,
+    seed: int,
+    safe: bool,
+    unbound: Collection[int],
+    progress: Callable[[str], None] | None = None,
+) -> VerifyOutcome:
+    """Run both models in onnxruntime (safe mode: drop failing groups, found by
+    bisection, rewriting ``original`` again without them)."""
+    from ruleengine.rewrite.onnx_rewrite import rewrite_model
+
+    if progress is not None:
+        progress(f"verification mode: {choice.mode} ({choice.reason})")
+
+    def build(subset: Sequence[FusedGroup]) -> onnx.ModelProto:
+        return rewrite_model(original, graph, subset, corrupt_rules=corrupt_rules, calls=calls)
+
+    return verify_fused(
+        path=path,
+        original=original,
+        fused=fused,
+        graph=graph,
+        groups=groups,
+        build=build,
+        weights=weights,
+        choice=choice,
+        inputs=inputs,
+        seed=seed,
+        safe=safe,
+        progress=progress,
+        unbound=unbound,
+    )
+
+
+def with_check_failure(verification: Verification | None, exc: RewriteError) -> Verification:
+    """A kernel bound to the wrong tensors fails the checker too: part of a failed
+    verification (exit 1, files written for study), not a bug of the rewriter, which
+    is raised when nothing failed verification."""
+    if verification is None or verification.ok:
+        raise exc
+    return replace(
+        verification,
+        error=f"{verification.error or 'verification failed'}; {exc.message[:300]}",
+    )
