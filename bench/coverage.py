@@ -1,6 +1,7 @@
 """Coverage of the bundled rule library on real models, beside onnxruntime's own fusions.
 
-For every model in ../shared/models and ../shared/models/families, every light model
+For every model in ../shared/models, ../shared/models/families and ../shared/models/real
+(its input shapes bound as real/README.md gives them: bench/real_models.json), every light model
 shipped inside the ``onnx`` package (onnx/backend/test/data/light/*.onnx) and
 LLaMA-7B-shaped synthetic decoder layers (shapes only, ``llama7b_shaped``) it reports:
 fused groups per rule, nodes before/after, HBM traffic before/after (the cost model's
@@ -42,6 +43,9 @@ import numpy as np
 import onnx
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "bench"))  # real_models beside this file (also when imported)
+import real_models  # noqa: E402
+
 SHARED_MODELS = ROOT / ".." / "shared" / "models"
 FAMILY_MODELS = SHARED_MODELS / "families"
 CUBE_MATMULS = frozenset({"MatMul", "Gemm", "Einsum"})
@@ -54,7 +58,8 @@ def light_models() -> list[Path]:
 
 
 def shared_models() -> list[Path]:
-    """Every model in ../shared/models and ../shared/models/families."""
+    """Every model in ../shared/models and ../shared/models/families (the acceptance bars'
+    corpus, tests/library/test_bars.py; real/ is measured beside it, ``main``)."""
     out: list[Path] = []
     for folder in (SHARED_MODELS, FAMILY_MODELS):
         if folder.is_dir():
@@ -134,7 +139,8 @@ def measure(
     from ruleengine.pipeline import analyze
 
     t0 = time.perf_counter()
-    analysis = analyze(path, preset=preset, target=target, solver=solver)
+    shapes = real_models.input_shapes(path) if path.parent.name == "real" else None
+    analysis = analyze(path, preset=preset, target=target, solver=solver, input_shapes=shapes)
     seconds = time.perf_counter() - t0
     graph = analysis.graph
     chosen = analysis.resolution.chosen
@@ -358,7 +364,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-synthetic", action="store_true", help="skip the LLaMA-7B-shaped models")
     args = ap.parse_args(argv)
     tmp = tempfile.TemporaryDirectory()
-    models = args.models or [*shared_models(), *light_models()]
+    models = args.models or [*shared_models(), *real_models.models(), *light_models()]
     synthetic = [] if args.models or args.no_synthetic else synthetic_models(Path(tmp.name))
     rows = []
     for path in [*models, *synthetic]:

@@ -8,16 +8,19 @@ vocabulary 128256, fp32, batch 1, sequence ``--seq``); every weight (about 30 Gi
 layers) is an external tensor in one *sparse* file, truncated to size, so no disk is
 used. Then, each in a fresh process (peak RSS is the child's ``ru_maxrss``):
 
-1. ``autofusion fuse MODEL -o OUT`` (weights hard-linked) and with ``--copy-weights``
-   (a sparse-aware copy: the sparse file stays sparse): wall time, peak RSS, RSS / weight
-   bytes; then onnx.checker on the copied output's path (onnx refuses hard-linked data
-   files) and a check that every external tensor resolves from OUT (file inside OUT,
-   not a link, large enough);
+1. ``autofusion fuse MODEL -o OUT`` (the default: the weights copied into OUT, as a
+   reflink where the filesystem has one, else a sparse-aware copy, so the sparse file
+   stays sparse) and ``-o`` the model's own folder (the zero-copy way: the weights
+   shared): wall time, peak RSS, RSS / weight bytes (checked against RSS_BOUND), the disk
+   the copy uses (``du``, not its apparent size); then onnx.checker on each output's path
+   and on the original's, and a check that every external tensor resolves from OUT (file
+   inside OUT, one name only, large enough);
 2. per-group verification of ``--sample`` groups (one per rule, the largest first):
    each fused node against its original subgraph on random inputs of the real shapes,
    weights memory-mapped: wall time, peak RSS, RSS / weight bytes.
 
-Nothing is asserted; the figures go in docs/fuse.md.
+Exits 1 when fuse's peak RSS exceeds RSS_BOUND of the weight bytes, or a check fails;
+the figures go in docs/fuse.md.
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ import onnx
 from onnx import TensorProto, helper
 
 ROOT = Path(__file__).resolve().parents[1]
+RSS_BOUND = 0.05  # fuse's peak RSS / weight bytes: the weights are never read
 HIDDEN, HEADS, KV_HEADS, HEAD_DIM, FFN, VOCAB = 4096, 32, 8, 128, 14336, 128256
 
 
@@ -209,9 +213,19 @@ for t in m.graph.initializer:
     info = {e.key: e.value for e in t.external_data}
     f = (out / info["location"]).resolve()
     inside = f.is_relative_to(out.resolve()) and f.is_file() and not f.is_symlink()
+    inside = inside and f.stat().st_nlink == 1  # onnx refuses a data file with two names
     if not inside or f.stat().st_size < int(info["offset"]) + int(info["length"]):
         bad.append(t.name)
 print(json.dumps({"external": n, "unresolved": bad[:5], "unresolved_count": len(bad)}))
+"""
+
+CHECK_ORIGINAL = """
+import json, os, sys
+import onnx
+onnx.checker.check_model(sys.argv[1], full_check=True)  # refuses hard-linked data files
+m = onnx.load(sys.argv[1], load_external_data=False)
+links = os.stat(sys.argv[1] + ".data").st_nlink
+print(json.dumps({"nodes": len(m.graph.node), "data_links": links}))
 """
 
 PER_GROUP = """
@@ -258,17 +272,24 @@ def main() -> None:
     used = os.stat(work / f"{name}.data").st_blocks * 512
     print(f"model: {len(model.graph.node)} nodes, {args.layers} layers, seq {args.seq}")
     print(f"weights: {size / 2**30:.1f} GiB in a sparse file ({used >> 20} MiB on disk)")
-    for how, flags in (("hard link (default)", []), ("--copy-weights", ["--copy-weights"])):
-        out = work / ("out-copy" if flags else "out")
-        wall, rss, stdout = child(FUSE, str(work / name), str(out), *flags)
+    failed = False
+    for how, out in (("copy (default)", work / "out"), ("share (-o the model's folder)", work)):
+        wall, rss, stdout = child(FUSE, str(work / name), str(out))
         report = json.loads(stdout)
+        data = out / f"{name}.data"
         print(
             f"fuse, weights by {how}: {wall:.1f} s wall, peak RSS {rss / 2**30:.2f} GiB, "
-            f"RSS/weights {rss / size:.4f}, {report['totals']['groups']} groups"
+            f"RSS/weights {rss / size:.4f} (bound {RSS_BOUND}), "
+            f"{report['totals']['groups']} groups; {data.name}: "
+            f"{os.stat(data).st_blocks * 512 >> 20} MiB on disk (du), "
+            f"{data.stat().st_size / 2**30:.1f} GiB apparent"
         )
-    # onnx.checker refuses hard-linked data files, so the path check runs on the copy
-    _, _, checked = child(CHECK, str(work / "out-copy"))
-    print(f"--copy-weights output: onnx.checker on its path passed; {checked.strip()}")
+        failed |= rss > RSS_BOUND * size
+        _, _, checked = child(CHECK, str(out))
+        print(f"  onnx.checker on its path passed; {checked.strip()}")
+        failed |= json.loads(checked)["unresolved_count"] > 0
+    _, _, checked = child(CHECK_ORIGINAL, str(work / name))
+    print(f"original after both runs: onnx.checker on its path passed; {checked.strip()}")
     wall, rss2, stdout = child(PER_GROUP, str(work / name), str(args.sample))
     res = json.loads(stdout)
     print(
@@ -280,6 +301,8 @@ def main() -> None:
         print(f"  group {gid} {rule}: {status}{' (' + error + ')' if error else ''}")
     if tmp is not None:
         tmp.cleanup()
+    if failed:
+        sys.exit("fuse went over its memory bound, or a weight reference does not resolve")
 
 
 if __name__ == "__main__":

@@ -3,7 +3,8 @@
     .venv/bin/python bench/pergroup.py [--whole] [RULE_TO_CORRUPT ...]
 
 Runs ``pipeline.fuse(verify=True, verify_mode="per-group")`` on every model of
-../shared/models and ../shared/models/families with the bundled preset ``all`` and prints
+../shared/models, families/ and real/ (bindings and inputs: real_models.json) with the
+bundled preset ``all`` and prints
 the status counts per model and in total, and how many groups verified against a catalog
 kernel's reference semantics, how many against a generated kernel's structural contract,
 how many failed, and how many have nothing to verify against, and the contract status
@@ -16,10 +17,14 @@ from __future__ import annotations
 
 import collections
 import sys
+import tempfile
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import real_models
 
 from ruleengine.errors import AutofusionError
 from ruleengine.pipeline import fuse
@@ -31,13 +36,22 @@ SHARED = Path(__file__).resolve().parents[2] / "shared" / "models"
 
 def main() -> None:
     models = sorted([*SHARED.glob("*.onnx"), *SHARED.glob("families/*.onnx")])
+    models += real_models.models()  # real/README.md's bindings and inputs
     total: collections.Counter = collections.Counter()
     contracts: collections.Counter = collections.Counter()
     by_kernel: collections.Counter = collections.Counter()
+    tmp = tempfile.mkdtemp()
     for m in models:
         t0 = time.perf_counter()
         try:
-            r = fuse(m, verify=True, verify_mode=MODE, corrupt_rules=RULES)
+            r = fuse(
+                m,
+                verify=True,
+                verify_mode=MODE,
+                corrupt_rules=RULES,
+                input_shapes=real_models.input_shapes(m),
+                inputs=real_models.write_inputs(m, Path(tmp)),
+            )
         except AutofusionError as exc:
             print(f"{m.name:45s} error: {exc.message}")
             continue

@@ -53,19 +53,14 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent))
 
+import real_models  # noqa: E402  (beside this file)
+
 SHARED = Path(os.environ.get("AUTOFUSION_SHARED", HERE.parent.parent / "shared" / "models"))
 
-# real/README.md: the dims the third-party exports leave open, bound as it suggests.
+# real/README.md: the dims the third-party exports leave open, bound as it suggests
+# (one table for the tests and every bench script: real_models.json).
 REAL_SHAPES: dict[str, dict[str, tuple[int, ...]]] = {
-    "ppocrv4-det.onnx": {"x": (1, 3, 640, 640)},
-    "ppocrv4-rec.onnx": {"x": (1, 3, 48, 320)},
-    "ppocr-mobile-v2-cls.onnx": {"x": (1, 3, 48, 192)},
-    "silero-vad.onnx": {"input": (1, 512), "state": (2, 1, 128)},
-    "silero-vad-op18-ifless.onnx": {"input": (1, 512), "state": (2, 1, 128)},
-    "silero-vad-16k-op15.onnx": {"input": (1, 512), "state": (2, 1, 128)},
-    "silero-vad-half.onnx": {"input": (1, 512), "state": (2, 1, 128)},
-    "silero-vad-16k-sequence.onnx": {"input": (1, 576)},
-    "silero-vad-openvino-16k.onnx": {},
+    name: real_models.input_shapes(name) or {} for name in real_models.table()
 }
 
 JOBS = 1  # --jobs

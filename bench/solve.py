@@ -20,6 +20,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+import real_models
 from coverage import family, shared_models
 from synthetic import decoder_stack
 
@@ -84,8 +85,8 @@ def main() -> None:
     if not args.json:
         print(f"shared models (family preset, target {target.name})")
         print(HEADER)
-    for path in shared_models():
-        graph = load_graph(path)
+    for path in [*shared_models(), *real_models.models()]:
+        graph = load_graph(path, input_shapes=real_models.input_shapes(path))
         rows.append(solve_case(path.name, graph, presets[family(path)], target))
         emit(rows[-1])
     sizes = (

@@ -51,6 +51,7 @@ class AutoFusion:
 
     ``benefit_threshold`` raises every rule's threshold to at least this value;
     ``safe_mode`` verifies the fused model and drops failing groups (found by bisection).
+    ``weights`` is the CLI's ``--weights``: "copy" (default), "share" or "link".
     """
 
     def __init__(
@@ -69,6 +70,7 @@ class AutoFusion:
         time_limit_s: float = 30.0,
         verify_mode: str = "auto",
         copy_weights: bool = False,
+        weights: str = "copy",
         input_shapes: Mapping[str, Sequence[int]] | None = None,
         jobs: int | None = None,
         plan_detail: str = "compact",
@@ -87,7 +89,8 @@ class AutoFusion:
         self.seed = seed
         self.time_limit_s = time_limit_s
         self.verify_mode = verify_mode
-        self.copy_weights = copy_weights
+        self.copy_weights = copy_weights  # kept for callers: the same as weights="copy"
+        self.weights = "copy" if copy_weights else weights
         self.input_shapes = {k: tuple(v) for k, v in (input_shapes or {}).items()}
         self.jobs = jobs
         self.plan_detail = plan_detail
@@ -105,6 +108,7 @@ class AutoFusion:
             "disable": self.disable,
             "benefit_threshold": self.benefit_threshold,
             "time_limit_s": self.time_limit_s,
+            "kernels": self.kernels,  # the catalog the decision checks candidates against
         }
 
     def analyze(self, model: Any) -> Analysis:
@@ -144,9 +148,8 @@ class AutoFusion:
                 seed=self.seed,
                 verify_mode=self.verify_mode,
                 outdir=output_dir,
-                copy_weights=self.copy_weights,
+                weights=self.weights,
                 plan_detail=self.plan_detail,
-                kernels=self.kernels,
             )
             if output_dir is not None:
                 write_outputs(result, output_dir)

@@ -51,6 +51,7 @@ if TYPE_CHECKING:
 
     from ruleengine.kernels.bind import Call
     from ruleengine.kernels.catalog import PendingCatalog
+    from ruleengine.rewrite.bodies import BodyFusion
     from ruleengine.rewrite.checking import PendingCheck
     from ruleengine.rewrite.dot import PendingDot
     from ruleengine.rewrite.model import FusedGroup, Plan, Verification
@@ -61,6 +62,7 @@ DEFAULT_TARGET = "ascend910b"
 DEFAULT_PRESET = "all"
 SOLVERS = ("exact", "greedy")
 PLAN_DETAILS = ("compact", "full")
+WEIGHT_MODES = ("copy", "share", "link")  # rewrite.weights.MODES (checked there too)
 
 
 @dataclass(frozen=True)
@@ -72,6 +74,8 @@ class AnalyzeOptions:
     ``benefit_threshold`` raises every rule's threshold to at least this value; ``dims``
     bind symbolic dimensions and ``input_shapes`` set graph inputs' shapes; ``jobs`` is
     the number of processes (default: the cores); ``progress`` receives one line per stage.
+    ``kernels`` are catalog folders added to the bundled kernels/: a candidate no form of
+    its kernel accepts is never chosen (verdict ``contract_mismatch``).
     """
 
     rules: Sequence[str | Path] = ()
@@ -86,6 +90,7 @@ class AnalyzeOptions:
     time_limit_s: float = 30.0
     jobs: int | None = None
     progress: Progress | None = field(default=None, compare=False)
+    kernels: Sequence[str | Path] = ()  # catalog folders added to the bundled kernels/
 
     @property
     def processes(self) -> int:
@@ -122,7 +127,9 @@ class FuseOptions(AnalyzeOptions):
     otherwise; ``verify_mode`` is auto, whole or per-group; ``inputs`` (.npz) or random
     inputs from ``seed`` feed it. ``outdir`` is where the files will be written (the
     fused model's weight references resolve from there; ``write_outputs`` to another
-    directory re-points them); ``copy_weights`` copies rather than hard-links them.
+    directory re-points them); ``weights`` is what happens to an external weights file
+    outside it: "copy" (reflink or sparse copy), "share" (referenced where it lies) or
+    "link" (a hard link, which onnx >= 1.18 refuses to load); one inside it is shared.
     ``kernels`` are catalog folders added to the bundled kernels/. ``plan_detail``
     "compact" lists a few rejected candidates per (rule, verdict) in plan.json and
     report.txt (sizes bounded by the rule set); "full" lists every one. ``html`` off
@@ -137,7 +144,7 @@ class FuseOptions(AnalyzeOptions):
     seed: int = 0
     verify_mode: str = "auto"
     outdir: str | Path | None = None
-    copy_weights: bool = False
+    weights: str = "copy"
     kernels: Sequence[str | Path] = ()
     corrupt_rules: Sequence[str] = ()
     plan_detail: str = "compact"
@@ -162,6 +169,10 @@ class FuseOptions(AnalyzeOptions):
             raise _out_of_range(f"seed {seed!r} must be an integer from 0 to 2^63-1")
         if self.safe and self.verify is False:
             raise UsageError("--safe needs verification; drop --no-verify")
+        if self.weights not in WEIGHT_MODES:
+            raise UsageError(
+                f"unknown weights mode {self.weights!r}; choose {', '.join(WEIGHT_MODES)}"
+            )
 
 
 @dataclass(frozen=True)
@@ -214,7 +225,12 @@ class FuseResult:
     placements: tuple[Placement, ...] = ()  # how the fused model references the weights
     warnings: tuple[Diagnostic, ...] = ()  # weights missing or outside OUTDIR
     outdir: Path | None = None  # the directory ``files`` were rendered for
-    copy_weights: bool = False
+    weights_mode: str = "copy"  # FuseOptions.weights
+
+    @property
+    def weight_files(self) -> tuple[str, ...]:
+        """The weights files written into OUTDIR (copies, links), relative to it."""
+        return tuple(p.new_location for p in self.placements if p.how in ("link", "copy"))
 
     @property
     def fused_name(self) -> str:
@@ -286,19 +302,24 @@ def analyze_model(
     options: AnalyzeOptions,
     *,
     check_rules: Callable[[RuleSet], None] | None = None,
+    catalog: PendingCatalog | None = None,
 ) -> Analysis:
     """Load, match, cost and resolve: every decision, nothing rewritten.
 
     ``check_rules`` (``fuse``'s checks against the kernel catalog) runs on the selected
-    rules before anything is matched.
+    rules before anything is matched. ``catalog``: the kernel catalog being loaded
+    (default: the bundled one and ``options.kernels``), which costing consults.
     """
     from ruleengine.cost import score_candidates
     from ruleengine.graph import load_graph
+    from ruleengine.kernels.catalog import PendingCatalog
     from ruleengine.match.parallel import find_candidates_parallel
     from ruleengine.resolve import resolve
 
     options.check()
     laps = Laps(progress=options.progress)
+    if catalog is None:
+        catalog = PendingCatalog(options.kernels, options.processes)
     with laps.stage("rules", "loading rules"):
         rules = _RulesBesideGraph(model, options, check_rules)
         target = rules.first_on_error(_load_target, options.target)
@@ -312,7 +333,7 @@ def analyze_model(
         match = find_candidates_parallel(graph, rule_set, options.processes)
         release_memory()  # the matcher's working set is freed: its pages go back
     with laps.stage("cost", f"costing {len(match.candidates)} candidates on {target.name}"):
-        scored = score_candidates(graph, match, rule_set, target)
+        scored = score_candidates(graph, match, rule_set, target, catalog=catalog.result())
     with laps.stage("resolve", f"resolving conflicts ({options.solver})"):
         resolution = resolve(
             graph,
@@ -402,6 +423,11 @@ class _Bound:
     unbound: frozenset[int]  # groups that do not fit their kernel's contract
     dot: PendingDot | None  # the DOT graph begun in a forked child (no verification)
     warnings: tuple[Diagnostic, ...]  # the unbound groups, when nothing verifies
+    bodies: BodyFusion | None = None  # the groups inside If/Loop/Scan bodies
+
+    def with_bodies(self, groups: Sequence[FusedGroup]) -> tuple[FusedGroup, ...]:
+        """``groups`` (the top level's) and the groups inside bodies after them."""
+        return tuple(groups) if self.bodies is None else (*groups, *self.bodies.groups)
 
 
 @_gc_paused
@@ -418,7 +444,7 @@ def fuse_model(model: str | Path, options: FuseOptions) -> FuseResult:
     # the bundled catalog loads in a forked child beside the rules (``PendingCatalog``)
     catalog = PendingCatalog(options.kernels, options.processes)
     checks = functools.partial(_fuse_checks, catalog=catalog)
-    analysis = analyze_model(path, options.analyze_options, check_rules=checks)
+    analysis = analyze_model(path, options.analyze_options, check_rules=checks, catalog=catalog)
     laps = Laps(analysis.timings, analysis.cpu_timings, options.progress)
     listed = None
     if options.plan_detail == "compact":
@@ -433,11 +459,12 @@ def fuse_model(model: str | Path, options: FuseOptions) -> FuseResult:
         fused = _rewrite(original, graph, bound, options, in_place=choice is None)
         if choice is None:  # nothing reads the input model again: rewritten in place
             original = None
-    groups, dropped, verification = bound.groups, (), None
+        bound = _in_bodies(path, fused, analysis, catalog, options, bound)
+    groups, dropped, verification = bound.with_bodies(bound.groups), (), None
     if choice is not None:
         with laps.stage("verify", "verifying in onnxruntime"):
             outcome = _verify(path, original, fused, graph, bound, found, choice, options)
-        groups, dropped, fused = outcome.groups, outcome.dropped, outcome.fused
+        groups, dropped, fused = bound.with_bodies(outcome.groups), outcome.dropped, outcome.fused
         verification = outcome.verification
     with laps.stage("check", "checking the fused model"):
         checking, verification = _check(fused, original, path, verification, options, graph)
@@ -445,8 +472,8 @@ def fuse_model(model: str | Path, options: FuseOptions) -> FuseResult:
     # back before the plan and the output files are rendered.
     original = None
     release_memory()
-    groups = _named(mark_verified(groups, verification), fused)
-    plan = _build_plan(path, analysis, groups, dropped, verification, listed, laps)
+    groups = _named(mark_verified(groups, verification), fused, bound)
+    plan = _build_plan(path, analysis, groups, dropped, verification, listed, laps, bound)
     with laps.stage("emit"):
         files, placements, outside = emit_files(
             plan,
@@ -469,7 +496,7 @@ def fuse_model(model: str | Path, options: FuseOptions) -> FuseResult:
         placements=placements,
         warnings=(*warnings, *bound.warnings, *outside),
         outdir=_outdir(path, options),
-        copy_weights=options.copy_weights,
+        weights_mode=options.weights,
     )
 
 
@@ -561,6 +588,36 @@ def _rewrite(
     )
 
 
+def _in_bodies(
+    path: Path,
+    fused: onnx.ModelProto,
+    analysis: Analysis,
+    catalog: PendingCatalog,
+    options: FuseOptions,
+    bound: _Bound,
+) -> _Bound:
+    """``bound`` with the groups decided and rewritten inside the If/Loop/Scan bodies of
+    ``fused`` (``rewrite.bodies``; in place), their ids after the top level's. A model
+    without bodies is not looked at again."""
+    from ruleengine.graph.scopes import has_bodies
+    from ruleengine.rewrite.bodies import Decider, bound_model, fuse_bodies
+    from ruleengine.verification import unbound_warnings
+
+    if not analysis.graph.opaque_nodes or not has_bodies(fused):
+        return bound
+    decider = Decider(
+        analysis.rule_set, analysis.target, catalog.result(), options.solver, options.time_limit_s
+    )
+    model = bound_model(path, options.dims, options.input_shapes)
+    bodies = fuse_bodies(fused, model, decider, len(bound.groups) + 1)
+    warnings = bound.warnings
+    if not options.verifying:
+        unfit = [g for g in bodies.groups if g.contract is not None]
+        unfit = [g for g in unfit if g.contract.status == "unbound"]
+        warnings = (*warnings, *unbound_warnings(unfit, path))
+    return replace(bound, bodies=bodies, warnings=warnings)
+
+
 def _verify(
     path: Path,
     original: onnx.ModelProto,
@@ -588,6 +645,7 @@ def _verify(
         safe=options.safe,
         unbound=bound.unbound,
         progress=options.progress,
+        bodies=None if bound.bodies is None else bound.bodies.reapply,
     )
 
 
@@ -638,11 +696,16 @@ def _awaiting(
     return checked
 
 
-def _named(groups: Sequence[FusedGroup], fused: onnx.ModelProto) -> tuple[FusedGroup, ...]:
-    """Each group with the name and overload of its node in the fused model."""
+def _named(
+    groups: Sequence[FusedGroup], fused: onnx.ModelProto, bound: _Bound
+) -> tuple[FusedGroup, ...]:
+    """Each group with the name and overload of its node in the fused model (a body's:
+    as its scope's rewrite named it)."""
     from ruleengine.rewrite.onnx_rewrite import fused_nodes
 
     called = fused_nodes(fused)
+    if bound.bodies is not None:
+        called.update(bound.bodies.named)
     return tuple(
         replaced(g, node_name=called[g.id][0], overload=called[g.id][1]) if g.id in called else g
         for g in groups
@@ -657,10 +720,12 @@ def _build_plan(
     verification: Verification | None,
     listed: Any,
     laps: Laps,
+    bound: _Bound,
 ) -> Plan:
+    from ruleengine.rewrite.bodies import plan_with_bodies
     from ruleengine.rewrite.plan import build_plan
 
-    return build_plan(
+    plan = build_plan(
         model_sha256=_sha256(path),
         model_name=path.name,
         graph=analysis.graph,
@@ -676,6 +741,7 @@ def _build_plan(
         cpu_timings=laps.cpu,
         listed=listed,
     )
+    return plan if bound.bodies is None else plan_with_bodies(plan, bound.bodies)
 
 
 def emit_files(
@@ -704,7 +770,7 @@ def emit_files(
     placements = weights.place(
         found,
         _outdir(path, options),
-        copy=options.copy_weights,
+        mode=options.weights,
         reserved=_reserved(fused_name, plan),
     )
     shown = render_report_files(plan, graph, detail=options.plan_detail, html=options.html)
@@ -712,10 +778,8 @@ def emit_files(
         plan=plan,
         fused_model_files=serialize_model(fused, fused_name, placements),
         graph=graph,
-        extra_names=(
-            *(p.new_location for p in placements if p.how in ("link", "copy")),
-            *shown,
-        ),
+        extra_names=tuple(shown),
+        weight_files=tuple(p.new_location for p in placements if p.how in ("link", "copy")),
         detail=options.plan_detail,
         before_reports=before_reports,
         dot=dot,
@@ -759,10 +823,13 @@ def _stem(path: Path) -> str:
 # ------------------------------------------------------------------------------- write
 
 
-def write_outputs(result: FuseResult, outdir: str | Path) -> tuple[Path, ...]:
+def write_outputs(
+    result: FuseResult, outdir: str | Path, *, progress: Progress | None = None
+) -> tuple[Path, ...]:
     """Write every file of a fuse run atomically under ``outdir`` (never the input model),
-    hard-link or copy the weights there, then run onnx.checker on the written model's path
-    when all its weights resolve from ``outdir``."""
+    copy (or link) the weights there as the run decided, then run onnx.checker on the
+    written model's path when all its weights resolve from ``outdir``. ``progress`` gets
+    lines while a large weights file is copied."""
     from ruleengine.rewrite import weights
     from ruleengine.rewrite.emit import serialize_model, write_atomically
     from ruleengine.rewrite.model_check import check_on_path, hard_linked
@@ -776,10 +843,14 @@ def write_outputs(result: FuseResult, outdir: str | Path) -> tuple[Path, ...]:
     ):  # rendered for another directory: re-point the weight references
         name = result.fused_name
         placements = weights.place(
-            result.weights, outdir, copy=result.copy_weights, reserved=_reserved(name, result.plan)
+            result.weights, outdir, mode=result.weights_mode, reserved=_reserved(name, result.plan)
         )
         files.update(serialize_model(result.fused_model, name, placements))
-    sources = {p.new_location: (p.source, p.how) for p in placements if p.how in ("link", "copy")}
+    sources = {
+        p.new_location: weights.WeightSource(p.source, p.how, progress)
+        for p in placements
+        if p.how in ("link", "copy")
+    }
     written = write_atomically(outdir, files, protect=(result.model_path,), sources=sources)
     model_files = [k for k in files if k == result.fused_name or k == f"{result.fused_name}.data"]
     checked = result.plan.verification is None or result.plan.verification.ok

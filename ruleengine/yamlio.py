@@ -293,11 +293,12 @@ class _Builder:
             starts = [first["name"], *names]
             lines = ", ".join(str(loc.line) for loc in starts)
             before = " and ".join(f"line {loc.line}" for loc in names)
+            keys = ", ".join(f"`{k}`" for k in dict.fromkeys(k for k, _ in repeats))
             self.diags.append(
                 codes.make(
                     "duplicate-key",
                     f"{len(starts)} rules in one YAML document (`name:` at lines {lines}); "
-                    "each rule needs its own document",
+                    f"each rule needs its own document (repeated keys: {keys})",
                     names[0],
                     hint=f"add a `---` line before {before}",
                     related=(first["name"], *names[1:]),

@@ -28,7 +28,9 @@ E2E = (
     "graph/test_loader.py",
     "graph/test_onnxlite.py",
     "graph/test_segments.py",
+    "graph/test_scopes_real.py",  # ../shared/models/real (silero If branches)
     "graph/test_shapes.py",
+    "kernels/test_contract_real.py",
     "kernels/test_mutants.py",
     "library/test_coverage_metric.py",
     "match/test_cli.py",
@@ -48,6 +50,8 @@ E2E = (
     "suggest/test_prune_pairs.py",
     "suggest/test_suggest.py",
     "verification/test_per_group.py",
+    "e2e/test_real_models.py",  # ../shared/models/real, bench/real_models.json
+    "rules/test_seed_readme.py",  # ../shared/seed-rules/README.md is the test
 )
 # Whole-corpus sweeps: every model of ../shared/models (and families/), one test each.
 SLOW = (

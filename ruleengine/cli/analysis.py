@@ -42,6 +42,7 @@ VERDICT_TEXT = {
     Verdict.DYNAMIC_SHAPE: "Dynamic shape",
     Verdict.NOT_CONVEX: "Not convex",
     Verdict.TOO_MANY_INPUTS: "Too many inputs",
+    Verdict.CONTRACT_MISMATCH: "Contract mismatch",
     Verdict.DUPLICATE: "Duplicate",
     Verdict.LOST_CONFLICT: "Lost conflict",
     Verdict.DROPPED_BY_VERIFICATION: "Dropped by verification",
@@ -287,7 +288,16 @@ def compare_text(exact: Resolution, greedy: Resolution, model: str, target: str)
 
 
 def _run_analysis(
-    model, rules, preset, target, solver, dim, benefit_threshold, time_limit, input_shape=()
+    model,
+    rules,
+    preset,
+    target,
+    solver,
+    dim,
+    benefit_threshold,
+    time_limit,
+    input_shape=(),
+    kernels=(),
 ):
     from ruleengine.paths import check_input_file
     from ruleengine.pipeline import analyze
@@ -303,6 +313,7 @@ def _run_analysis(
         input_shapes=parse_input_shapes(list(input_shape)),
         benefit_threshold=benefit_threshold,
         time_limit_s=time_limit,
+        kernels=list(kernels),
     )
     warn_inputs(analysis.graph, analysis.rule_set)
     return analysis
@@ -320,6 +331,12 @@ _INPUT_SHAPE = typer.Option(
 _THRESHOLD = typer.Option(None, "--benefit-threshold", help="Minimum relative HBM gain.")
 _TIME = typer.Option(30.0, "--time-limit", help="Exact solver time limit (s).")
 _FORMAT = typer.Option(Format.text, "--format", "-f", help="Output format.")
+_KERNELS = typer.Option(
+    [],
+    "--kernels",
+    help="Kernel catalog folder added to the bundled one (several allowed): a candidate no "
+    "form of its kernel accepts is contract_mismatch.",
+)
 
 
 @app.command(
@@ -355,6 +372,7 @@ def explain_command(
     html: Path | None = typer.Option(
         None, "--html", help="Also write the report page (report.html) of the analysis to FILE."
     ),
+    kernels: list[Path] = _KERNELS,
 ) -> None:
     """Why each candidate was fused or skipped: HBM bytes, overhead, UB need, verdict."""
 
@@ -376,6 +394,7 @@ def explain_command(
             benefit_threshold,
             time_limit,
             input_shape,
+            kernels,
         )
         if html is not None:  # the whole analysis, before --rule/--verdict narrow it
             from ruleengine.report.files import write_explain_html

@@ -36,6 +36,12 @@ if TYPE_CHECKING:
     from ruleengine.pipeline import FuseResult
 
 
+class WeightsMode(StrEnum):
+    copy = "copy"
+    share = "share"
+    link = "link"
+
+
 class VerifyMode(StrEnum):
     auto = "auto"
     whole = "whole"
@@ -90,10 +96,17 @@ _VERIFY_MODE = typer.Option(
 _KERNELS = typer.Option(
     [], "--kernels", help="Kernel catalog folder added to the bundled one (several allowed)."
 )
+_WEIGHTS = typer.Option(
+    WeightsMode.copy,
+    "--weights",
+    help="External weight files outside OUTDIR: copy them in (reflink where the "
+    "filesystem has one, else a sparse copy), share them where they lie (onnx loads the "
+    "result only when OUTDIR holds them: -o the model's folder shares them at no cost), "
+    "or hard-link them (onnx then refuses to load the result and the original). Files "
+    "already inside OUTDIR are always shared.",
+)
 _COPY_WEIGHTS = typer.Option(
-    False,
-    "--copy-weights",
-    help="Copy external weight files into OUTDIR (default: hard link, or reference).",
+    False, "--copy-weights", hidden=True, help="Same as --weights copy (the default)."
 )
 _THRESHOLD = typer.Option(
     None, "--benefit-threshold", help="Minimum relative HBM gain for every rule."
@@ -144,6 +157,7 @@ def fuse_command(
     seed: int = _SEED,
     verify_mode: VerifyMode = _VERIFY_MODE,
     kernels: list[Path] = _KERNELS,
+    weights: WeightsMode = _WEIGHTS,
     copy_weights: bool = _COPY_WEIGHTS,
     benefit_threshold: float | None = _THRESHOLD,
     time_limit: float = _TIME_LIMIT,
@@ -180,7 +194,7 @@ def fuse_command(
             progress=progress_printer(),
             verify_mode=verify_mode.value,
             outdir=outdir,
-            copy_weights=copy_weights,
+            weights=WeightsMode.copy.value if copy_weights else weights.value,
             kernels=kernels,
         )
 
@@ -213,23 +227,40 @@ def _fuse(model: Path, fmt: Format, rules: list[Path], **options: Any) -> int:
         typer.echo(f"warning: {diag.code} {diag.message}", err=True)
         if diag.hint:
             typer.echo(f"  hint: {diag.hint}", err=True)
-    write_outputs(result, outdir)
+    write_outputs(result, outdir, progress=options["progress"])
+    _weights_notes(result, outdir)
+    return _report(result, outdir, fmt)
+
+
+def _weights_notes(result: FuseResult, outdir: Path) -> None:
+    """Say where the fused model's weights are when they are not a plain copy."""
+    shared = [p.new_location for p in result.placements if p.how == "inside"]
+    if shared:
+        typer.echo(
+            f"note: the fused model shares the weights in {outdir} ({', '.join(shared)}): "
+            "nothing copied; keep them there",
+            err=True,
+        )
     linked = [p.new_location for p in result.placements if p.how == "link"]
     if linked:
         typer.echo(
-            f"note: weights hard-linked into {outdir} ({', '.join(linked)}): onnxruntime "
-            "loads the fused model; onnx.load/onnx.checker refuse hard-linked data, so "
-            "pass --copy-weights for onnx tools",
+            f"warning: weights hard-linked into {outdir} ({', '.join(linked)}): onnxruntime "
+            "loads the fused model, but onnx.load/onnx.checker refuse both it and the "
+            "original model while the link exists; use --weights copy (the default) or "
+            "-o the model's folder for onnx tools",
             err=True,
         )
-    return _report(result, outdir, fmt)
 
 
 def _report(result: FuseResult, outdir: Path, fmt: Format) -> int:
     """The report on stdout; exit 1 when the fused model failed verification."""
     from ruleengine.rewrite.report import report_json, report_text
+    from ruleengine.verification import contract_only_failures
 
     names = list(result.files)
+    # the weights files after the fused model's own, as report.txt lists them
+    at = 1 + max((i for i, n in enumerate(names) if n.startswith(result.fused_name)), default=-1)
+    names[at:at] = [n for n in result.weight_files if n not in names]
     if fmt is Format.json:
         typer.echo(json.dumps(report_json(result.plan, names), indent=2))
     else:
@@ -238,6 +269,14 @@ def _report(result: FuseResult, outdir: Path, fmt: Format) -> int:
         )
         typer.echo(text, nl=False)
     v = result.plan.verification
+    if v is not None and not v.ok and (n := contract_only_failures(v)):
+        typer.echo(
+            "error: the fused model computes what the original does (every output agrees), "
+            f"but {n} group(s) do not fit their kernel contract (AF406; see Verification "
+            "above)\n  hint: rerun with --safe to drop them",
+            err=True,
+        )
+        return EXIT_FINDINGS
     if v is not None and not v.ok:
         typer.echo(
             "error: the fused model does not compute what the original does "

@@ -7,8 +7,10 @@ Parse -> run the lint stage -> render with a reporter -> exit 0 (clean), 1 (find
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from enum import StrEnum
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
@@ -22,8 +24,13 @@ from ruleengine.cli.common import (
     guarded,
     report_error,
 )
+from ruleengine.diagnostics.codes import BY_NAME as CODES_BY_NAME
 from ruleengine.diagnostics.codes import CODES, lookup
 from ruleengine.diagnostics.reporters import Summary, render
+
+if TYPE_CHECKING:
+    from ruleengine.diagnostics.model import Diagnostic
+    from ruleengine.rules.model import Rule
 
 
 class OutputFormat(StrEnum):
@@ -42,6 +49,7 @@ def _run_lint(
     verbose: bool,
     preset: str | None = None,
     kernels: list[Path] | None = None,
+    require_contracts: bool = False,
 ) -> int:
     from dataclasses import replace
 
@@ -58,11 +66,8 @@ def _run_lint(
         if not targets:
             raise UsageError("no rule files given: pass rule paths or --preset NAME")
         result = lint_paths(targets, set_checks=set_checks)
-        if set_checks:  # each rule's rewrite against the kernel catalog (docs/kernels.md)
-            from ruleengine.kernels.catalog import catalog_for
-            from ruleengine.kernels.lint import lint_rules
-
-            found = lint_rules(result.rules, catalog_for(kernels or []))
+        if set_checks or require_contracts:  # the rewrites against the kernel catalog
+            found = _contract_findings(result.rules, kernels, set_checks, require_contracts)
             diags = sorted(set(result.diagnostics) | set(found), key=Diagnostic.sort_key)
             result = replace(result, diagnostics=tuple(diags))
         if asked is not None and preset is not None:
@@ -83,6 +88,34 @@ def _run_lint(
     return result.exit_code(strict)
 
 
+def _contract_findings(
+    rules: Sequence[Rule], kernels: list[Path] | None, every: bool, require: bool
+) -> list[Diagnostic]:
+    """Each rule's rewrite against the kernel catalog (docs/kernels.md): every finding
+    (``every``, check) or only the missing entries (verify). A missing entry (AF402) is
+    a note, so a team's own rule passes --strict; ``require`` (--require-contracts)
+    makes it an error."""
+    from dataclasses import replace
+
+    from ruleengine.diagnostics.model import Severity
+    from ruleengine.kernels.catalog import catalog_for
+    from ruleengine.kernels.lint import lint_rules
+
+    no_contract = CODES_BY_NAME["no-contract"].code
+    found = lint_rules(rules, catalog_for(kernels or []))
+    if not every:
+        found = [d for d in found if d.code == no_contract]
+    if require:
+        found = [replace(d, severity=Severity.ERROR) if d.code == no_contract else d for d in found]
+    return found
+
+
+REQUIRE_CONTRACTS_HELP = (
+    "Every target_op must have a kernel catalog entry: a missing one (AF402, a note "
+    "otherwise) is an error."
+)
+
+
 @app.command(
     "verify",
     rich_help_panel=PANEL_RULES,
@@ -90,6 +123,7 @@ def _run_lint(
         "autofusion verify my_rule.yaml",
         "autofusion verify rules/ --strict",
         "autofusion verify 'rules/**/*.yaml' --format json",
+        "autofusion verify rules/ --require-contracts --kernels my_kernels/",
     ),
 )
 def verify(
@@ -97,10 +131,26 @@ def verify(
     fmt: OutputFormat = typer.Option(OutputFormat.text, "--format", "-f", help="Output format."),
     strict: bool = typer.Option(False, "--strict", help="Warnings fail too (exit 1)."),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="List each file and rule."),
+    require_contracts: bool = typer.Option(
+        False, "--require-contracts", help=REQUIRE_CONTRACTS_HELP
+    ),
+    kernels: list[Path] = typer.Option(
+        [],
+        "--kernels",
+        help="Kernel catalog folder added to the bundled one, for --require-contracts.",
+    ),
 ) -> None:
     """Check rule files one by one: YAML, schema and semantics (exit 0 clean, 1 findings)."""
     code = guarded(
-        lambda: _run_lint(files, set_checks=False, strict=strict, fmt=fmt.value, verbose=verbose)
+        lambda: _run_lint(
+            files,
+            set_checks=False,
+            strict=strict,
+            fmt=fmt.value,
+            verbose=verbose,
+            kernels=kernels,
+            require_contracts=require_contracts,
+        )
     )
     raise typer.Exit(code)
 
@@ -114,6 +164,7 @@ def verify(
         "autofusion check rules/ --format sarif > autofusion.sarif",
         "autofusion check my_rules/ --preset all",
         "autofusion check my_rules/ --kernels my_kernels/ --strict",
+        "autofusion check my_rules/ --strict --require-contracts",
     ),
 )
 def check(
@@ -129,13 +180,17 @@ def check(
     kernels: list[Path] = typer.Option(
         [], "--kernels", help="Kernel catalog folder added to the bundled one (several allowed)."
     ),
+    require_contracts: bool = typer.Option(
+        False, "--require-contracts", help=REQUIRE_CONTRACTS_HELP
+    ),
 ) -> None:
     """Lint a rule set: verify, plus conflicts, unknown params and useless patterns.
 
     Beyond what verify checks per file: duplicate rule names, rules of equal priority
     matching the same ops, params the op does not have, patterns that save no HBM
     traffic and patterns that can never match, and each rewrite against its kernel's
-    contract (kernel catalog). Exit 0 clean, 1 findings, 2 could not run.
+    contract (kernel catalog; a target_op without an entry is a note unless
+    --require-contracts). Exit 0 clean, 1 findings, 2 could not run.
     """
     code = guarded(
         lambda: _run_lint(
@@ -146,6 +201,7 @@ def check(
             verbose=verbose,
             preset=preset,
             kernels=kernels,
+            require_contracts=require_contracts,
         )
     )
     raise typer.Exit(code)

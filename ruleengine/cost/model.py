@@ -55,6 +55,7 @@ class Verdict(StrEnum):
     DYNAMIC_SHAPE = "dynamic_shape"
     NOT_CONVEX = "not_convex"
     TOO_MANY_INPUTS = "too_many_inputs"
+    CONTRACT_MISMATCH = "contract_mismatch"  # no form of its kernel accepts the group
     DUPLICATE = "duplicate"  # same node set as a higher-priority rule's candidate
     LOST_CONFLICT = "lost_conflict"  # set by the resolver
     DROPPED_BY_VERIFICATION = "dropped_by_verification"  # set by safe mode

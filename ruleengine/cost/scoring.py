@@ -20,6 +20,7 @@ from operator import attrgetter
 import numpy as np
 
 from ruleengine.cost.columns import key_ordered_records
+from ruleengine.cost.contracts import mark_misfits
 from ruleengine.cost.display import human_bytes, kb
 from ruleengine.cost.duplicates import duplicate_groups, duplicate_losers, reduce_duplicates
 from ruleengine.cost.formula import compute_cost, overhead_bytes
@@ -37,6 +38,7 @@ from ruleengine.cost.twin_templates import (
 )
 from ruleengine.cost.verdicts import score_one
 from ruleengine.graph.model import Graph
+from ruleengine.kernels.model import Catalog
 from ruleengine.match.model import Candidate, MatchResult
 from ruleengine.rules.model import Rule, RuleSet
 from ruleengine.runtime import paused_gc
@@ -64,10 +66,13 @@ def score_candidates(
     target: Target,
     *,
     benefit_threshold: float | None = None,
+    catalog: Catalog | None = None,
 ) -> Sequence[ScoredCandidate]:
     """Score every candidate and near miss; sorted by candidate key (deterministic).
 
-    ``benefit_threshold`` overrides every rule's own threshold when given. On the
+    ``benefit_threshold`` overrides every rule's own threshold when given. With a kernel
+    ``catalog``, a viable candidate no form of its kernel accepts is
+    ``contract_mismatch`` (``contracts``), before duplicates are decided. On the
     memo's result (``MatchResult.near_at`` known) the records come as a
     ``ScoredRecords``: verdicts, codes, rules and net bytes as arrays, each record made
     on first read; else as a tuple.
@@ -80,6 +85,8 @@ def score_candidates(
     rules = rule_set.by_name()
     with paused_gc():
         book = _judge_all(graph, candidates, twins, rules, target, benefit_threshold)
+        if catalog is not None:
+            mark_misfits(graph, book, rules, catalog)
         verdict_c = _verdict_ids(book)
         _mark_duplicates(graph, book, verdict_c, twins)
         near_record = near_record_maker(graph, rules, target)

@@ -485,11 +485,12 @@ _CODES: tuple[CodeInfo, ...] = (
     CodeInfo(
         "AF402",
         "no-contract",
-        _W,
+        Severity.INFO,
         "A rule's target_op has no kernel catalog entry: no contract, the plan cannot be verified.",
         "Without an entry, nothing says what the kernel computes, so verification can only "
         "compare the matched subgraph with itself. Add an entry (docs/kernels.md) or pass "
-        "--kernels DIR; --strict fails on it.",
+        "--kernels DIR. A note, so a team's own rule passes --strict; "
+        "--require-contracts makes it an error.",
         "name: a\nmatch:\n  ops:\n    - type: Relu\nrewrite:\n  target_op: NoSuchKernel\n",
         command="check",
     ),
@@ -536,6 +537,9 @@ _CODES: tuple[CodeInfo, ...] = (
         _E,
         "A fused group does not fit its kernel's contract (no form fits its ops, or a port "
         "binds nothing).",
+        "Defence in depth: the decision already turns such candidates away (verdict "
+        "contract_mismatch, code contract-mismatch, with the reason in explain and the "
+        "plan), so it fires only for a group the cost stage could not check. "
         "The group is written with its original subgraph as the body and counts as a "
         "verification failure: --verify fails, --safe drops it. Without verification it "
         "is a warning (one per rule, kernel and reason, naming how many groups and the "
@@ -618,7 +622,8 @@ _CODES: tuple[CodeInfo, ...] = (
         "unknown-dim-name",
         _W,
         "A --dim name=value binds no symbolic dimension of the model.",
-        "Usually a typo; the message lists the model's symbolic dims.",
+        "Usually a typo; the message lists the model's symbolic dims. An unknown input axis "
+        "without a name (-1, no value, ?) is bound by its axis name: --dim x[0]=1.",
         "",
         "autofusion match model.onnx --preset all --dim no_such_dim=4",
         command="match",
@@ -679,7 +684,8 @@ _CODES: tuple[CodeInfo, ...] = (
         "input-shape-conflict",
         _E,
         "--input-shape changes a dim the model declares static.",
-        "Only symbolic or unknown dims can be bound; a static size is part of the exported "
+        "Only symbolic or unknown dims can be bound (unknown: no value, a negative value such "
+        "as PaddlePaddle's -1, or the name ?); a static size is part of the exported "
         "model (its weights and reshapes were built for it). Re-export for other sizes. "
         "Exit code 2.",
         "",
@@ -897,12 +903,13 @@ _CODES: tuple[CodeInfo, ...] = (
         "AF524",
         "weights-outside-outdir",
         _W,
-        "The fused model's weights could be neither linked nor copied into OUTDIR.",
+        "The fused model's weights stay outside OUTDIR (--weights share).",
         "Its external tensors reference the original file by a relative path that leaves "
-        "OUTDIR, which onnx.checker and onnxruntime refuse. Pass --copy-weights, or choose "
-        "an OUTDIR on the same filesystem as the weights (a hard link costs no disk).",
+        "OUTDIR, which onnx.checker and onnxruntime refuse. Drop --weights share (the "
+        "default copies them, as a reflink where the filesystem has one), or write into "
+        "the model's own folder (-o), which shares them at no cost.",
         "",
-        "autofusion fuse /mnt/disk/model.onnx -o /tmp/out (another filesystem)",
+        "autofusion fuse models/model.onnx --weights share -o out/",
         command="fuse",
     ),
     # ------------------------------------------------------------- AF9xx hardware targets

@@ -59,7 +59,9 @@ def render_text(diags: Sequence[Diagnostic], summary: Summary) -> str:
     checked = f"{_plural(summary.files, 'file')}, {_plural(summary.rules, 'rule')} checked"
     if summary.failure is not None:
         return ""  # the error and its findings go to stderr; stdout stays empty
-    if not diags:
+    if not errors and not warnings:
+        notes = len(diags)  # notes (info) fail nothing
+        checked += f", {_plural(notes, 'note')}" if notes else ""
         lines.append(f"All checks passed ({checked}).")
     else:
         tail = ""

@@ -1,6 +1,12 @@
 """Binding what the user fixes on the command line into the model before it is read:
 whole graph-input shapes (``--input-shape``) and symbolic dims (``--dim``), and which
-input axes stay unknown afterwards."""
+input axes stay unknown afterwards.
+
+An unknown dim is a symbolic one (``dim_param``), one with neither value nor name, or a
+negative ``dim_value`` (PaddlePaddle writes ``-1`` for an unknown batch) or the name
+``?`` (Paddle2ONNX's spelling of "unknown", not one size shared by its axes). A nameless
+unknown axis of a graph input is bound by its axis name, ``--dim x[0]=1`` (the name the
+"unbound input dims" note shows)."""
 
 from __future__ import annotations
 
@@ -13,23 +19,52 @@ if TYPE_CHECKING:
     import onnx
 
 
+# dim_param values that name no size: an axis so spelled is unknown on its own
+UNNAMED = frozenset({"", "?"})
+
+
 def _shape_of(tp: onnx.TypeProto) -> tuple[int | str | None, ...] | None:
     """A value type's declared shape (None when it declares none)."""
     if not tp.HasField("tensor_type") or not tp.tensor_type.HasField("shape"):
         return None
     dims: list[int | str | None] = []
     for d in tp.tensor_type.shape.dim:
-        if d.HasField("dim_value"):
+        if d.HasField("dim_value") and d.dim_value >= 0:
             dims.append(int(d.dim_value))
-        elif d.HasField("dim_param") and d.dim_param:
+        elif d.HasField("dim_param") and d.dim_param not in UNNAMED:
             dims.append(d.dim_param)
         else:
             dims.append(None)
     return tuple(dims)
 
 
+def axis_name(name: str, axis: int) -> str:
+    """How a nameless unknown axis of graph input ``name`` is named: ``x[0]``."""
+    return f"{name}[{axis}]"
+
+
+def nameless_axes(model: onnx.ModelProto) -> set[str]:
+    """The axis names (``x[0]``) of the graph inputs' nameless unknown dims."""
+    return {
+        axis_name(vi.name, axis)
+        for vi in model.graph.input
+        for axis, d in enumerate(vi.type.tensor_type.shape.dim)
+        if unknown_nameless(d)
+    }
+
+
+def unknown_nameless(d: onnx.TensorShapeProto.Dimension) -> bool:
+    """An unknown dim without a symbolic name: neither value nor name (or an empty name,
+    or ``?``), or a negative value (``-1``)."""
+    which = d.WhichOneof("value")
+    if which == "dim_value":
+        return d.dim_value < 0
+    return which is None or d.dim_param in UNNAMED
+
+
 def bind_dims(model: onnx.ModelProto, dims: Mapping[str, int]) -> None:
-    """Substitute bound symbolic dims everywhere a value type is declared."""
+    """Substitute bound symbolic dims everywhere a value type is declared, and bound
+    nameless axes (``x[0]``) of the graph inputs."""
     if not dims:
         return
     g = model.graph
@@ -37,8 +72,13 @@ def bind_dims(model: onnx.ModelProto, dims: Mapping[str, int]) -> None:
         if not vi.type.HasField("tensor_type"):
             continue
         for d in vi.type.tensor_type.shape.dim:
-            if d.HasField("dim_param") and d.dim_param in dims:
+            if d.HasField("dim_param") and d.dim_param in dims and d.dim_param not in UNNAMED:
                 d.dim_value = int(dims[d.dim_param])
+    for vi in g.input:
+        for axis, d in enumerate(vi.type.tensor_type.shape.dim):
+            key = axis_name(vi.name, axis)
+            if key in dims and unknown_nameless(d):
+                d.dim_value = int(dims[key])
 
 
 MAX_DIM = (1 << 63) - 1  # ONNX dims are int64
@@ -96,9 +136,11 @@ def bind_input_shapes(
                     where,
                     "only symbolic or unknown dims can be bound; re-export for other sizes",
                 )
-        for old, d in zip(declared or (), dims, strict=False):
+        for axis, (old, d) in enumerate(zip(declared or (), dims, strict=False)):
             if isinstance(old, str):
                 implied.setdefault(old, int(d))
+            elif old is None:
+                implied[axis_name(name, axis)] = int(d)
         tt = vi.type.tensor_type
         tt.ClearField("shape")
         for d in dims:

@@ -19,7 +19,13 @@ from typing import TYPE_CHECKING, Any
 from ruleengine.diagnostics.model import Diagnostic, Severity
 from ruleengine.errors import GraphLoadError
 from ruleengine.graph import onnxlite, segments
-from ruleengine.graph.binding import bind_dims, bind_input_shapes, input_axes
+from ruleengine.graph.binding import (
+    UNNAMED,
+    bind_dims,
+    bind_input_shapes,
+    input_axes,
+    nameless_axes,
+)
 from ruleengine.graph.folding import const_foldable
 from ruleengine.graph.model import Graph, Node, Tensor, record_maker
 from ruleengine.graph.onnxlite import AttributeProto, ModelProto
@@ -312,11 +318,12 @@ def _bind(
             d.dim_param
             for vi in (*model.graph.input, *model.graph.output, *model.graph.value_info)
             for d in vi.type.tensor_type.shape.dim
-            if d.HasField("dim_param")
+            if d.HasField("dim_param") and d.dim_param not in UNNAMED
         }
         if user_dims
         else set()
     )
+    axes = nameless_axes(model) if user_dims else set()  # x[0]: a -1 or empty input dim
     opsets = {o.domain or "": int(o.version) for o in model.opset_import}
     if owned:
         model_copy = model
@@ -336,7 +343,7 @@ def _bind(
             Severity.WARNING,
         )
         for name in sorted(user_dims)
-        if name not in declared
+        if name not in declared and name not in axes
     )
     if "ai.onnx" in opsets and "" not in opsets:
         opsets[""] = opsets["ai.onnx"]

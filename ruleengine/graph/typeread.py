@@ -6,21 +6,25 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ruleengine.graph import onnxlite
+from ruleengine.graph.binding import UNNAMED
 
 if TYPE_CHECKING:
     import onnx
 
 
 def type_shape(tp: onnx.TypeProto) -> tuple[int | str | None, ...] | None:
-    """Static dims as ints, symbolic ones by name, unknown ones as None; None when the
-    rank is unknown."""
+    """Static dims as ints, symbolic ones by name, unknown ones (also a negative value,
+    PaddlePaddle's ``-1``, and the name ``?``) as None; None when the rank is unknown."""
     tt = tp.tensor_type
     if not tp.HasField("tensor_type") or not tt.HasField("shape"):
         return None
     out: list[int | str | None] = []
     for d in tt.shape.dim:
         which = d.WhichOneof("value")
-        out.append(d.dim_value if which == "dim_value" else (d.dim_param or None))
+        if which == "dim_value":
+            out.append(d.dim_value if d.dim_value >= 0 else None)
+        else:
+            out.append(None if d.dim_param in UNNAMED else d.dim_param)
     return tuple(out)
 
 

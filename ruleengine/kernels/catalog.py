@@ -31,13 +31,14 @@ from ruleengine.kernels.model import (
     Role,
     Structure,
 )
+from ruleengine.kernels.opset_down import below_13
 from ruleengine.resources import data_dir, schema_path
 
 KERNEL_SUFFIXES = (".yaml", ".yml")
 FUNCTION_OPSET = 17  # the opset forms are parsed at; the rewriter sets the model's
 # ops the rewriter lowers for older opsets (rewrite.onnx_rewrite): CastLike(x, like) is
 # Cast(x, to=the call's float type) before opset 15
-LOWERED = {"CastLike": 13}
+LOWERED = {"CastLike": 11}  # lowered to Cast; below 13 bodies are rewritten (opset_down)
 
 
 class CatalogError(AutofusionError):
@@ -181,6 +182,8 @@ def at_opset(form: Form, opset: int, carried: Mapping[str, Any]) -> tuple[Form, 
     fn.ParseFromString(form.function)
     problems: list[str] = []
     changed = False
+    if opset < 13:  # inputs that were attributes, Softmax's axis (opset_down)
+        changed, problems = below_13(fn, opset)
     for n in fn.node:
         if n.domain not in ("", "ai.onnx") or n.op_type in LOWERED:
             continue

@@ -2,8 +2,8 @@
 
 Unknown attribute (AF403), a value the kernel does not take (AF404), rewrite.inputs
 naming a port the kernel does not have, twice, or more entries than ports (AF405) are
-errors, with did-you-mean; a target_op without a catalog entry is a warning (AF402,
-"no contract"), which ``--strict`` fails.
+errors, with did-you-mean; a target_op without a catalog entry is a note (AF402,
+"no contract"), an error under ``--require-contracts``.
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ from ruleengine.graph import onnxlite
 from ruleengine.jsontext import json_bytes
 from ruleengine.rewrite.model import PLAN_SCHEMA_VERSION
 from ruleengine.rewrite.outpaths import safe_relpath
-from ruleengine.rewrite.weights import Placement
+from ruleengine.rewrite.weights import Placement, WeightSource
 from ruleengine.rewrite.writer import output_error
 
 if TYPE_CHECKING:
@@ -60,18 +60,19 @@ def write_atomically(
     files: Mapping[str, bytes],
     *,
     protect: tuple[Path, ...] = (),
-    sources: Mapping[str, tuple[Path, str]] | None = None,
+    sources: Mapping[str, WeightSource] | None = None,
 ) -> tuple[Path, ...]:
     """Write ``files`` (relative path -> bytes) under ``outdir`` as one set: all or nothing.
 
     ``protect`` lists paths (e.g. the input model) that must never be overwritten. The set
     is staged beside OUTDIR and swapped in, under a lock (ruleengine/rewrite/writer.py).
-    ``sources`` are files made from existing ones (relative path -> (source, "link" or
-    "copy")): weights, hard-linked or copied into the set without passing through memory.
+    ``sources`` are files made from existing ones (relative path -> ``WeightSource``):
+    weights, copied (reflink or sparse copy) or hard-linked into the staged set without
+    passing through memory; a failed copy leaves nothing behind, like any other file.
     """
     from ruleengine.rewrite.writer import write_set
 
-    everything: dict[str, bytes | tuple[Path, str]] = {**files, **(sources or {})}
+    everything: dict[str, bytes | WeightSource] = {**files, **(sources or {})}
     normalised = {safe_relpath(rel, "output file"): data for rel, data in everything.items()}
     return write_set(outdir, normalised, protect=protect)
 
@@ -83,12 +84,15 @@ def render_files(
     graph: Any,
     detail: str = "compact",
     extra_names: Sequence[str] = (),
+    weight_files: Sequence[str] = (),
     before_reports: Callable[[Any], Any] | None = None,
     dot: Any = None,
 ) -> dict[str, bytes]:
     """Every output file's bytes, keyed by path relative to OUTDIR (deterministic order).
 
     ``fused_model_files`` comes from ``serialize_model`` (the model, maybe its weights).
+    The report's list of files written names ``weight_files`` (weights copied or linked
+    into OUTDIR, written by ``write_atomically``) after them, ``extra_names`` last.
     ``before_reports`` is called with the plan once everything else is rendered; the
     reports are rendered from the plan it returns (``fuse``: the forked check's verdict
     and times are awaited there). ``dot``: a ``dot.PendingDot`` of ``plan.groups`` begun
@@ -147,7 +151,9 @@ def render_files(
         files[path] = dot_bytes(graph, groups, only_groups=True)
     if before_reports is not None:
         plan = before_reports(plan)
-    names = [*files, *extra_names, "report.txt", "report.json"]
+    names = [*fused_model_files, *weight_files]
+    names += [n for n in files if n not in fused_model_files]
+    names += [*extra_names, "report.txt", "report.json"]
     files["report.txt"] = report_text(plan, names, detail=detail).encode()
     files["report.json"] = json_bytes(report_json(plan, names))
     return files

@@ -79,15 +79,16 @@ def require_weights(found: WeightSurvey, path: Path) -> None:
 
 
 def outside_outdir(placements: Sequence[Placement], path: Path) -> tuple[Diagnostic, ...]:
-    """AF524 for each weights file neither linked nor copied into OUTDIR."""
+    """AF524 for each weights file left outside OUTDIR (``--weights share``)."""
     return tuple(
         codes.make(
             "weights-outside-outdir",
-            f"weights file {p.source} cannot be hard-linked into the output directory "
-            f"(another filesystem); the fused model references it as {p.new_location}, "
+            f"weights file {p.source} is outside the output directory and shared "
+            f"(--weights share); the fused model references it as {p.new_location}, "
             "which onnx.checker and onnxruntime refuse",
             Location(str(path)),
-            hint="pass --copy-weights, or write to an output directory on the weights' filesystem",
+            hint="drop --weights share (the default copies the weights), or write into "
+            "the model's own folder (-o), which shares them at no cost",
         )
         for p in placements
         if p.how == "outside"

@@ -6,11 +6,15 @@ OUTDIR. onnx (>= 1.16) and onnxruntime refuse external data outside the model's
 directory, absolute paths and symbolic links, so a reference is one of:
 
 - ``inside``: the original file already lies inside OUTDIR (``-o`` is the model's folder
-  or a parent of it): a relative path to it;
-- ``link``: a hard link to the original file in OUTDIR (same filesystem; no disk used);
-- ``copy``: ``--copy-weights``, or when a hard link is impossible: a copy in OUTDIR;
-- ``outside``: no link and no copy possible or wanted: a relative path leaving OUTDIR
-  (written, with a warning: onnx.checker and onnxruntime refuse it);
+  or a parent of it): a relative path to it; the fused model shares the original's file
+  (nothing copied or linked: the zero-copy way);
+- ``copy``: the default elsewhere: a copy in OUTDIR, a reflink (FICLONE) where the
+  filesystem has one, else a sparse-aware copy (holes stay holes);
+- ``link``: ``--weights link`` only: a hard link to the original file in OUTDIR (same
+  filesystem, else a copy). onnx (>= 1.18) then refuses to load both the fused model and
+  the original (a data file with two names is a "hardlink attack" to it);
+- ``outside``: ``--weights share`` with weights outside OUTDIR: a relative path leaving
+  OUTDIR (written, with a warning: onnx.checker and onnxruntime refuse it);
 - ``missing``: the weights file is absent (structure-only export): the reference names the
   same location as before, relative to OUTDIR, with a warning.
 
@@ -21,13 +25,16 @@ weight page is read only when a computation touches it.
 
 from __future__ import annotations
 
+import errno
 import math
 import mmap
 import os
-from collections.abc import Iterable, Iterator, Mapping
+import sys
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
@@ -37,11 +44,23 @@ from ruleengine.graph.onnxlite import TensorProto
 if TYPE_CHECKING:
     import onnx
 
+Progress = Callable[[str], None]
+
 # Inline tensors at least this large move to the fused model's own data file when the
 # fused model would not fit one protobuf message (they were inline in the input, so their
 # bytes are in memory already).
 EXTERNAL_MIN_BYTES = 1024
 HOW = ("inside", "link", "copy", "outside", "missing")
+# --weights: what fuse does with an external file outside OUTDIR (one inside is shared)
+MODES = ("copy", "share", "link")
+FICLONE = 0x40049409  # Linux ioctl: share the source's extents (btrfs, XFS, bcachefs)
+# errors of FICLONE / copy_file_range that mean "not here", not "failed"
+NOT_HERE = frozenset(
+    {errno.EOPNOTSUPP, errno.ENOTSUP, errno.EXDEV, errno.EINVAL, errno.ENOTTY, errno.ENOSYS,
+     errno.EBADF, errno.EPERM}
+)  # fmt: skip
+COPY_CHUNK = 64 << 20  # bytes per copy_file_range / pread call
+PROGRESS_SECONDS = 5.0  # a progress line at most this often while copying
 
 
 @dataclass(frozen=True)
@@ -206,41 +225,43 @@ def place(
     found: WeightSurvey,
     outdir: str | Path,
     *,
-    copy: bool = False,
+    mode: str = "copy",
     reserved: Iterable[str] = (),
 ) -> tuple[Placement, ...]:
     """Decide, for each external file, how the fused model in ``outdir`` references it.
 
+    A file already inside ``outdir`` is shared as it is, whatever the mode; one outside is
+    copied (``mode`` "copy"), hard-linked ("link") or referenced where it lies ("share").
     Pure decision (stat calls only); ``emit.write_atomically`` makes the links and copies.
     ``reserved`` are OUTDIR paths taken by other outputs (a weights file never overwrites
     one of them).
     """
+    if mode not in MODES:
+        raise ValueError(f"weights mode {mode!r}: one of {', '.join(MODES)}")
     root = Path(outdir).resolve()
     taken = set(reserved)
     placements: list[Placement] = []
     for f in found.files:
         inside = _relative_inside(f.path, root)
-        if inside is not None and (f.present or copy is False):
+        if inside is not None and f.present:
             placements.append(Placement(f.location, inside, "inside", f.path))
             continue
-        if not f.present:
+        if not f.present or mode == "share":
             rel = Path(os.path.relpath(f.path, root)).as_posix()
-            placements.append(Placement(f.location, rel, "missing", f.path))
+            how = "missing" if not f.present else "outside"
+            placements.append(Placement(f.location, rel, how, f.path))
             continue
         name = _clean_location(f.location) or f.path.name
         while name in taken:
             name = f"weights/{name}" if not name.startswith("weights/") else f"_{name}"
         taken.add(name)
         dest = root / name
-        if dest.exists() and _same_file(dest, f.path):
+        if mode == "link" and dest.exists() and _same_file(dest, f.path):
             placements.append(Placement(f.location, name, "inside", f.path))
-        elif copy:
-            placements.append(Placement(f.location, name, "copy", f.path))
-        elif _device(root) == f.path.stat().st_dev:
+        elif mode == "link" and _device(root) == f.path.stat().st_dev:
             placements.append(Placement(f.location, name, "link", f.path))
-        else:
-            rel = Path(os.path.relpath(f.path, root)).as_posix()
-            placements.append(Placement(f.location, rel, "outside", f.path))
+        else:  # a hard link an earlier run left in OUTDIR is replaced by the copy
+            placements.append(Placement(f.location, name, "copy", f.path))
     return tuple(placements)
 
 
@@ -258,46 +279,132 @@ def _same_file(a: Path, b: Path) -> bool:
         return False
 
 
-def copy_sparse(source: Path, dest: Path) -> None:
-    """Copy a file block by block, skipping its holes (SEEK_DATA/SEEK_HOLE): a sparse
-    weights file stays sparse, a dense one is copied whole; never held in memory."""
-    import shutil
+class WeightSource(NamedTuple):
+    """A weights file of the output set made from an existing one (``emit.write_atomically``
+    ``sources``): never read into memory. ``how`` is "link" or "copy"."""
 
-    chunk = 16 << 20
-    with open(source, "rb") as src, open(dest, "xb") as dst:
-        size = os.fstat(src.fileno()).st_size
-        pos = 0
-        if not hasattr(os, "SEEK_DATA"):
-            shutil.copyfileobj(src, dst, chunk)
-            pos = size
-        while pos < size:
-            try:
-                start = os.lseek(src.fileno(), pos, os.SEEK_DATA)
-                end = os.lseek(src.fileno(), start, os.SEEK_HOLE)
-            except OSError:  # ENXIO: only a hole is left
-                break
-            src.seek(start)
-            dst.seek(start)
-            left = end - start
-            while left > 0:
-                data = src.read(min(left, chunk))
-                if not data:
-                    break
-                dst.write(data)
-                left -= len(data)
-            pos = end
-        dst.truncate(size)
-        dst.flush()
-        os.fsync(dst.fileno())
+    source: Path
+    how: str
+    progress: Progress | None = None
 
 
-def materialize(dest: Path, source: Path, how: str) -> None:
+def materialize(dest: Path, source: Path, how: str, progress: Progress | None = None) -> None:
     """Put a weights file at ``dest``: a hard link to ``source``, or a copy of it."""
     dest.parent.mkdir(parents=True, exist_ok=True)
     if how == "link":
         os.link(source, dest)
     else:
-        copy_sparse(source, dest)
+        copy_file(source, dest, progress)
+
+
+def copy_file(source: Path, dest: Path, progress: Progress | None = None) -> str:
+    """Copy ``source`` to the new file ``dest``: a reflink where the filesystem has one
+    ("reflink": no byte copied, no disk used until either is written), else a sparse-aware
+    copy ("sparse": only the data extents, kernel to kernel, in chunks; holes stay holes).
+    Never holds the file in memory. ``progress`` gets a line now and then while copying."""
+    with open(source, "rb") as src, open(dest, "xb") as dst:
+        if reflink(src.fileno(), dst.fileno()):
+            how = "reflink"
+        else:
+            size = os.fstat(src.fileno()).st_size
+            copy_sparse(src.fileno(), dst.fileno(), size, _Meter(source.name, size, progress))
+            how = "sparse"
+        dst.flush()
+        os.fsync(dst.fileno())
+    return how
+
+
+def reflink(src: int, dst: int) -> bool:
+    """Clone ``src`` into the empty ``dst`` (FICLONE); False where no reflink is possible
+    (another filesystem, one without reflinks such as ext4 or tmpfs, not Linux)."""
+    if not sys.platform.startswith("linux"):
+        return False
+    import fcntl
+
+    try:
+        fcntl.ioctl(dst, FICLONE, src)
+    except OSError as exc:
+        if exc.errno in NOT_HERE:
+            return False
+        raise
+    return True
+
+
+def copy_sparse(src: int, dst: int, size: int, meter: _Meter | None = None) -> None:
+    """Copy the data extents of ``src`` (SEEK_DATA/SEEK_HOLE) into ``dst`` at the same
+    offsets, then set its size: a sparse file stays sparse, a dense one is copied whole."""
+    pos = 0
+    if not hasattr(os, "SEEK_DATA"):  # no hole-finding here: all of it is data
+        copy_range(src, dst, 0, size, meter)
+        pos = size
+    while pos < size:
+        try:
+            start = os.lseek(src, pos, os.SEEK_DATA)
+        except OSError as exc:
+            if exc.errno == errno.ENXIO:  # only a hole is left
+                break
+            start = pos  # no SEEK_DATA on this filesystem: all of it is data
+        try:
+            end = min(os.lseek(src, start, os.SEEK_HOLE), size)
+        except OSError:
+            end = size
+        if meter is not None:
+            meter.add(start - pos)  # a hole skipped counts as done
+        copy_range(src, dst, start, end, meter)
+        pos = end
+    os.ftruncate(dst, size)
+
+
+def copy_range(src: int, dst: int, start: int, end: int, meter: _Meter | None = None) -> None:
+    """Bytes ``start:end`` of ``src`` to the same offsets of ``dst``: copy_file_range (in
+    the kernel), else pread/pwrite in chunks of COPY_CHUNK."""
+    pos = start
+    kernel = hasattr(os, "copy_file_range")
+    while pos < end:
+        n = min(COPY_CHUNK, end - pos)
+        done = 0
+        if kernel:
+            try:
+                done = os.copy_file_range(src, dst, n, pos, pos)
+            except OSError as exc:
+                if exc.errno not in NOT_HERE:
+                    raise
+                kernel = False
+        if not kernel:
+            data = os.pread(src, n, pos)
+            done = len(data)
+            view = memoryview(data)
+            while view:
+                view = view[os.pwrite(dst, view, pos + done - len(view)) :]
+        if done == 0:  # the file shrank under us: ftruncate restores the size
+            return
+        pos += done
+        if meter is not None:
+            meter.add(done)
+
+
+class _Meter:
+    """Progress lines while a weights file is copied: one at the start, then one every
+    PROGRESS_SECONDS (none at all without a progress callback). ``done`` is how far into
+    the file the copy is, holes included."""
+
+    def __init__(self, name: str, size: int, progress: Progress | None) -> None:
+        self.name, self.size, self.progress = name, size, progress
+        self.done = 0
+        self.last = time.monotonic()
+        if progress is not None:
+            progress(f"copying weights {name} ({_gib(size)})")
+
+    def add(self, n: int) -> None:
+        self.done += n
+        now = time.monotonic()
+        if self.progress is not None and now - self.last >= PROGRESS_SECONDS:
+            self.last = now
+            self.progress(f"copying weights {self.name}: {_gib(self.done)} of {_gib(self.size)}")
+
+
+def _gib(n: int) -> str:
+    return f"{n / (1 << 30):.1f} GiB"
 
 
 def rewrite_locations(model: onnx.ModelProto, new: Mapping[str, str]) -> None:

@@ -263,7 +263,7 @@ def _clean_leftovers(root: Path, base: Path, files: Mapping[str, bytes]) -> None
 
 
 def _write_file(dest: Path, data: bytes | tuple[Path, str]) -> None:
-    if isinstance(data, tuple):  # a weights file: (source, "link" or "copy"), never read in
+    if isinstance(data, tuple):  # a weights file: a weights.WeightSource, never read in
         from ruleengine.rewrite.weights import materialize
 
         materialize(dest, *data)

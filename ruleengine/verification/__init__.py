@@ -13,7 +13,11 @@ Out of memory is never a crash: a whole-model run the estimate says will not fit
 refused (AF522), and a MemoryError becomes AF523.
 """
 
-from ruleengine.verification.contracts import mark_verified, unbound_warnings
+from ruleengine.verification.contracts import (
+    contract_only_failures,
+    mark_verified,
+    unbound_warnings,
+)
 from ruleengine.verification.model import ModeChoice, VerifyOutcome
 from ruleengine.verification.modes import MODES, choose_mode, out_of_memory
 from ruleengine.verification.run import verify_fused
@@ -23,6 +27,7 @@ __all__ = [
     "ModeChoice",
     "VerifyOutcome",
     "choose_mode",
+    "contract_only_failures",
     "mark_verified",
     "out_of_memory",
     "unbound_warnings",

@@ -126,11 +126,13 @@ def _random_value(
     tt = tp.tensor_type
     np_dtype = onnx.helper.tensor_dtype_to_np_dtype(tt.elem_type)
     shape = []
-    for d in tt.shape.dim:
-        if d.HasField("dim_value"):
+    for axis, d in enumerate(tt.shape.dim):
+        if d.HasField("dim_value") and d.dim_value >= 0:
             shape.append(int(d.dim_value))
-        else:
+        elif d.dim_param and d.dim_param != "?":  # "?": Paddle2ONNX's "unknown"
             shape.append(int(dims.get(d.dim_param, 1)))
+        else:  # nameless or -1: bound by --input-shape or --dim x[0]=...
+            shape.append(int(dims.get(f"{name}[{axis}]", 1)))
     size = int(np.prod(shape, dtype=object)) * max(np.dtype(np_dtype).itemsize, 8)
     budget[0] -= size
     if budget[0] < 0:
@@ -204,7 +206,10 @@ def _input_mismatch(arr: np.ndarray, tp: onnx.TypeProto) -> str | None:
         return f"is {arr.dtype}, the model input wants {want}"
     if not tt.HasField("shape"):
         return None
-    dims = [d.dim_value if d.HasField("dim_value") else (d.dim_param or "?") for d in tt.shape.dim]
+    dims = [
+        d.dim_value if d.HasField("dim_value") and d.dim_value >= 0 else (d.dim_param or "?")
+        for d in tt.shape.dim
+    ]
     shown = f"({', '.join(map(str, dims))})"
     if arr.ndim != len(dims) or any(
         isinstance(d, int) and d != n for d, n in zip(dims, arr.shape, strict=False)

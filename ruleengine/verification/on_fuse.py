@@ -39,16 +39,20 @@ def verify_rewrite(
     safe: bool,
     unbound: Collection[int],
     progress: Callable[[str], None] | None = None,
+    bodies: Callable[[onnx.ModelProto], onnx.ModelProto] | None = None,
 ) -> VerifyOutcome:
     """Run both models in onnxruntime (safe mode: drop failing groups, found by
-    bisection, rewriting ``original`` again without them)."""
+    bisection, rewriting ``original`` again without them). ``bodies`` puts the groups
+    inside control-flow bodies back into each rebuild (``rewrite.bodies``): ``groups``
+    are the top level's, a body group is verified by the whole-model run."""
     from ruleengine.rewrite.onnx_rewrite import rewrite_model
 
     if progress is not None:
         progress(f"verification mode: {choice.mode} ({choice.reason})")
 
     def build(subset: Sequence[FusedGroup]) -> onnx.ModelProto:
-        return rewrite_model(original, graph, subset, corrupt_rules=corrupt_rules, calls=calls)
+        out = rewrite_model(original, graph, subset, corrupt_rules=corrupt_rules, calls=calls)
+        return out if bodies is None else bodies(out)
 
     return verify_fused(
         path=path,

@@ -15,7 +15,7 @@ import pytest
 from onnx import TensorProto, helper
 
 from ruleengine.kernels.catalog import at_opset, bundled_catalog, load_entry
-from ruleengine.pipeline import fuse, write_outputs
+from ruleengine.pipeline import analyze, fuse, write_outputs
 
 LIGHT = Path(os.path.dirname(onnx.__file__)) / "backend" / "test" / "data" / "light"
 
@@ -109,8 +109,9 @@ forms:
 
 
 def test_catalog_opset_check_catches_a_literal_attribute_the_opset_lacks(tmp_path):
-    """A literal MaxPool dilations makes the form need opset 10: an opset-9 model's group
-    does not fit (AF406, --safe drops it), an opset-13 model's binds."""
+    """A literal MaxPool dilations makes the form need opset 10: an opset-9 model's
+    candidate does not fit (``contract_mismatch``: never chosen, issue 36), an opset-13
+    model's binds."""
     folder = tmp_path / "kernels"
     folder.mkdir()
     (folder / "ConvReluMaxPool.yaml").write_text(LITERAL)
@@ -127,10 +128,12 @@ def test_catalog_opset_check_catches_a_literal_attribute_the_opset_lacks(tmp_pat
         )
 
     old = fuse_at(9)
-    (group,) = old.plan.groups
-    assert group.contract.status == "unbound"
-    assert "needs opset 10, the model has 9" in group.contract.reason
-    assert not old.plan.verification.ok
+    assert not old.plan.groups
+    decided = analyze(
+        _conv_relu_maxpool(9, tmp_path), enable=["conv_relu_maxpool"], kernels=[folder]
+    )
+    (misfit,) = [s for s in decided.scored if s.verdict.value == "contract_mismatch"]
+    assert "needs opset 10, the model has 9" in misfit.reason
     new = fuse_at(13)
     assert new.plan.groups[0].contract.status == "bound"
     assert new.plan.verification.ok
@@ -188,14 +191,30 @@ def _three_stems(tmp: Path) -> Path:
 
 
 def test_groups_unbound_for_one_cause_are_one_warning(tmp_path):
-    """Without --verify each unbound group is fused as it is and warned about (AF406); the
-    warnings are grouped by rule, kernel and reason, so a model repeating the structure in
-    every layer gets one line naming the count, not one line per layer."""
+    """Without --verify an unbound group (defence in depth: the decision turns them away,
+    issue 36) is fused as it is and warned about (AF406); the warnings are grouped by
+    rule, kernel and reason, so a model repeating the structure in every layer gets one
+    line naming the count, not one line per layer."""
+    from types import SimpleNamespace
+
+    from ruleengine.verification import unbound_warnings
+
     folder = tmp_path / "kernels"
     folder.mkdir()
     (folder / "ConvReluMaxPool.yaml").write_text(LITERAL)
-    result = fuse(_three_stems(tmp_path), enable=["conv_relu_maxpool"], kernels=[folder])
-    assert [g.contract.status for g in result.groups] == ["unbound"] * 3
-    (warning,) = [w for w in result.warnings if w.code == "AF406"]
+    path = _three_stems(tmp_path)
+    result = fuse(path, enable=["conv_relu_maxpool"], kernels=[folder])
+    assert not result.groups  # never chosen: the form needs opset 10
+    reason = "form conv_relu_maxpool: its body needs opset 10, the model has 9"
+    groups = [
+        SimpleNamespace(
+            id=i,
+            rule="conv_relu_maxpool",
+            target_op="ConvReluMaxPool",
+            contract=SimpleNamespace(reason=reason),
+        )
+        for i in (1, 2, 3)
+    ]
+    (warning,) = [w for w in unbound_warnings(groups, path) if w.code == "AF406"]
     assert warning.message.startswith("3 groups (1, 2, 3) of rule conv_relu_maxpool do not fit")
     assert "needs opset 10, the model has 9" in warning.message

@@ -75,16 +75,18 @@ def _run(*args: str):
     return CliRunner().invoke(app, ["fuse", *args])
 
 
-def test_hard_link_into_outdir_runs_in_onnxruntime(tmp_path):
+def test_weights_copied_into_outdir_run_in_onnxruntime(tmp_path):
     src = _model_dir(tmp_path)
     out = tmp_path / "out"
     result = fuse(src / "m.onnx", [tmp_path / "rules.yaml"], outdir=out)
-    assert [p.how for p in result.placements] == ["link"]
+    assert [p.how for p in result.placements] == ["copy"]
+    assert result.weight_files == ("m.onnx.data",)
     write_outputs(result, out)
     fused = out / "m.fused.onnx"
     assert _locations(fused) == {"m.onnx.data"}
-    assert os.path.samefile(out / "m.onnx.data", src / "m.onnx.data")  # no disk used
-    graph = onnx.load(str(fused), load_external_data=False).graph  # onnx refuses hard links
+    assert not os.path.samefile(out / "m.onnx.data", src / "m.onnx.data")  # no hard link
+    assert os.stat(src / "m.onnx.data").st_nlink == 1
+    graph = onnx.load(str(fused)).graph  # with its weights, from OUTDIR
     assert sum(n.domain == "autofusion" for n in graph.node) == 2
     feeds = {"x": np.random.default_rng(1).standard_normal((8, 64)).astype(np.float32)}
     want = run_model(src / "m.onnx", feeds)
@@ -117,10 +119,13 @@ def test_outdir_holding_the_model_keeps_the_reference(tmp_path):
 def test_writing_elsewhere_re_points_the_references(tmp_path):
     src = _model_dir(tmp_path)
     result = fuse(src / "m.onnx", [tmp_path / "rules.yaml"])  # rendered for the model's folder
+    assert [p.how for p in result.placements] == ["inside"]
     other = tmp_path / "elsewhere"
-    write_outputs(result, other)
-    assert os.path.samefile(other / "m.onnx.data", src / "m.onnx.data")
+    write_outputs(result, other)  # copied there (the default), the references re-pointed
+    assert (other / "m.onnx.data").read_bytes() == (src / "m.onnx.data").read_bytes()
+    assert os.stat(other / "m.onnx.data").st_nlink == 1
     assert _locations(other / "m.fused.onnx") == {"m.onnx.data"}
+    onnx.checker.check_model(str(other / "m.fused.onnx"), full_check=True)
 
 
 def test_missing_weights_plan_identical_and_warning_from_any_cwd(tmp_path, monkeypatch):
@@ -239,11 +244,12 @@ def test_checkable_inputs_equal_make_tensor_value_info():
 
 
 def test_fusing_again_into_the_same_folder_keeps_the_linked_weights(tmp_path):
-    # the second run finds the first run's hard link in OUTDIR (placed "inside"); the
-    # checker on the path refuses hard links, as it would have on the first run
+    # --weights link: the second run finds the first run's hard link in OUTDIR (placed
+    # "inside"); the checker on the path refuses hard links, as it would have on the first
     src = _model_dir(tmp_path)
     out = tmp_path / "out"
-    args = (str(src / "m.onnx"), "-r", str(tmp_path / "rules.yaml"), "-o", str(out))
+    args = (str(src / "m.onnx"), "-r", str(tmp_path / "rules.yaml"), "-o", str(out),
+            "--weights", "link")  # fmt: skip
     assert _run(*args).exit_code == 0
     first = (out / "m.fused.onnx").read_bytes()
     res = _run(*args)

@@ -73,8 +73,13 @@ def test_every_suggested_rule_passes_check_strict(case, tmp_path):
         app, ["check", str(out / "rules"), str(rule), "--kernels", str(out / "kernels"), "--strict"]
     )
     assert res.exit_code == 0, res.output
-    # without the entries, each draft's target_op has no contract (AF402 under --strict)
+    # without the entries, each draft's target_op has no contract (an AF402 note, an
+    # error under --require-contracts)
     res = CliRunner().invoke(app, ["check", str(out / "rules"), str(rule), "--strict"])
+    assert res.exit_code == 0 and "AF402" in res.output
+    res = CliRunner().invoke(
+        app, ["check", str(out / "rules"), str(rule), "--strict", "--require-contracts"]
+    )
     assert res.exit_code == 1 and "AF402" in res.output
 
 
