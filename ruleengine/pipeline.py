@@ -646,6 +646,7 @@ def _verify(
         unbound=bound.unbound,
         progress=options.progress,
         bodies=None if bound.bodies is None else bound.bodies.reapply,
+        body_groups=() if bound.bodies is None else bound.bodies.groups,
     )
 
 

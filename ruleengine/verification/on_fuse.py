@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ruleengine.graph.model import Graph
-from ruleengine.rewrite.model import FusedGroup, Verification
+from ruleengine.rewrite.model import FusedGroup, GroupCheck, Verification
 from ruleengine.rewrite.weights import WeightSurvey
 from ruleengine.verification import ModeChoice, VerifyOutcome, verify_fused
 
@@ -40,11 +40,13 @@ def verify_rewrite(
     unbound: Collection[int],
     progress: Callable[[str], None] | None = None,
     bodies: Callable[[onnx.ModelProto], onnx.ModelProto] | None = None,
+    body_groups: Sequence[FusedGroup] = (),
 ) -> VerifyOutcome:
     """Run both models in onnxruntime (safe mode: drop failing groups, found by
     bisection, rewriting ``original`` again without them). ``bodies`` puts the groups
     inside control-flow bodies back into each rebuild (``rewrite.bodies``): ``groups``
-    are the top level's, a body group is verified by the whole-model run."""
+    are the top level's, a body group is verified by the whole-model run; in per-group
+    mode ``body_groups`` are listed as not run alone, never counted as passed."""
     from ruleengine.rewrite.onnx_rewrite import rewrite_model
 
     if progress is not None:
@@ -54,7 +56,7 @@ def verify_rewrite(
         out = rewrite_model(original, graph, subset, corrupt_rules=corrupt_rules, calls=calls)
         return out if bodies is None else bodies(out)
 
-    return verify_fused(
+    outcome = verify_fused(
         path=path,
         original=original,
         fused=fused,
@@ -69,6 +71,20 @@ def verify_rewrite(
         progress=progress,
         unbound=unbound,
     )
+    return _body_groups_not_run(outcome, body_groups)
+
+
+def _body_groups_not_run(
+    outcome: VerifyOutcome, body_groups: Sequence[FusedGroup]
+) -> VerifyOutcome:
+    """Per-group mode isolates top-level groups only: a group inside an If/Loop/Scan body
+    is said to be unchecked rather than left out of the counts (whole mode runs it)."""
+    v = outcome.verification
+    if not body_groups or v.mode != "per-group":
+        return outcome
+    why = "inside a control-flow body: only a whole-model run (--verify-mode whole) checks it"
+    unchecked = tuple(GroupCheck(g.id, g.rule, "not_run", error=why) for g in body_groups)
+    return replace(outcome, verification=replace(v, groups=(*v.groups, *unchecked)))
 
 
 def with_check_failure(verification: Verification | None, exc: RewriteError) -> Verification:

@@ -71,3 +71,17 @@ def test_safe_mode_keeps_the_body_groups(tmp_path: Path) -> None:
         for n in body.node
     )
     assert calls == 4
+
+
+def test_per_group_mode_says_body_groups_were_not_run_alone(tmp_path: Path) -> None:
+    """Per-group verification isolates top-level groups only: the body groups are listed
+    as not run alone, so the counts never pass them silently."""
+    model = _with_top_chain(tmp_path)
+    result = fuse(model, jobs=1, verify=True, inputs=tmp_path / "in.npz", verify_mode="per-group")
+    v = result.plan.verification
+    assert v is not None and v.mode == "per-group"
+    status = {c.group: c.status for c in v.groups}
+    assert status[1] == "passed"  # the top-level group, run alone
+    assert [status[g] for g in (2, 3, 4, 5)] == ["not_run"] * 4
+    assert all("control-flow body" in (c.error or "") for c in v.groups if c.group > 1)
+    assert "4 not run alone" in result.files["report.txt"].decode()
