@@ -34,7 +34,7 @@ rewrite:
 """
 
 
-def _model_dir(tmp: Path, name: str = "m") -> Path:
+def external_weights_dir(tmp: Path, name: str = "m") -> Path:
     """Two MatMul+bias+ReLU blocks; weights in an external file ``<name>.onnx.data``."""
     rng = np.random.default_rng(0)
     inits, nodes, x = [], [], "x"
@@ -76,7 +76,7 @@ def _run(*args: str):
 
 
 def test_weights_copied_into_outdir_run_in_onnxruntime(tmp_path):
-    src = _model_dir(tmp_path)
+    src = external_weights_dir(tmp_path)
     out = tmp_path / "out"
     result = fuse(src / "m.onnx", [tmp_path / "rules.yaml"], outdir=out)
     assert [p.how for p in result.placements] == ["copy"]
@@ -96,7 +96,7 @@ def test_weights_copied_into_outdir_run_in_onnxruntime(tmp_path):
 
 
 def test_copy_weights_passes_the_checker_on_the_path(tmp_path):
-    src = _model_dir(tmp_path)
+    src = external_weights_dir(tmp_path)
     out = tmp_path / "out"
     res = _run(str(src / "m.onnx"), "-r", str(tmp_path / "rules.yaml"), "-o", str(out),
                "--copy-weights")  # fmt: skip
@@ -108,7 +108,7 @@ def test_copy_weights_passes_the_checker_on_the_path(tmp_path):
 
 
 def test_outdir_holding_the_model_keeps_the_reference(tmp_path):
-    src = _model_dir(tmp_path)
+    src = external_weights_dir(tmp_path)
     result = fuse(src / "m.onnx", [tmp_path / "rules.yaml"], outdir=tmp_path)
     assert [(p.how, p.new_location) for p in result.placements] == [("inside", "src/m.onnx.data")]
     write_outputs(result, tmp_path)
@@ -117,7 +117,7 @@ def test_outdir_holding_the_model_keeps_the_reference(tmp_path):
 
 
 def test_writing_elsewhere_re_points_the_references(tmp_path):
-    src = _model_dir(tmp_path)
+    src = external_weights_dir(tmp_path)
     result = fuse(src / "m.onnx", [tmp_path / "rules.yaml"])  # rendered for the model's folder
     assert [p.how for p in result.placements] == ["inside"]
     other = tmp_path / "elsewhere"
@@ -129,7 +129,7 @@ def test_writing_elsewhere_re_points_the_references(tmp_path):
 
 
 def test_missing_weights_plan_identical_and_warning_from_any_cwd(tmp_path, monkeypatch):
-    src = _model_dir(tmp_path)
+    src = external_weights_dir(tmp_path)
     rules = str(tmp_path / "rules.yaml")
     with_weights = tmp_path / "with"
     assert _run(str(src / "m.onnx"), "-r", rules, "-o", str(with_weights)).exit_code == 0
@@ -153,7 +153,7 @@ def test_missing_weights_plan_identical_and_warning_from_any_cwd(tmp_path, monke
 
 @pytest.mark.parametrize("flag", ["--verify", "--safe"])
 def test_verify_without_weights_is_a_usage_error(tmp_path, flag):
-    src = _model_dir(tmp_path)
+    src = external_weights_dir(tmp_path)
     (src / "m.onnx.data").unlink()
     out = tmp_path / "out"
     res = _run(str(src / "m.onnx"), "-r", str(tmp_path / "rules.yaml"), "-o", str(out), flag)
@@ -163,7 +163,7 @@ def test_verify_without_weights_is_a_usage_error(tmp_path, flag):
 
 
 def test_verification_reads_external_weights_by_memory_map(tmp_path):
-    src = _model_dir(tmp_path)
+    src = external_weights_dir(tmp_path)
     for mode in ("whole", "per-group"):
         v = fuse(src / "m.onnx", [tmp_path / "rules.yaml"], verify=True, verify_mode=mode)
         assert v.plan.verification.ok and v.plan.verification.mode == mode
@@ -180,7 +180,7 @@ def test_verification_reads_external_weights_by_memory_map(tmp_path):
 def test_model_over_the_protobuf_limit_moves_inline_weights_out(tmp_path):
     """A fused model too large for one message gets its inline tensors in a data file
     (the limit is lowered here; bench/llm.py runs a 30 GiB model)."""
-    src = _model_dir(tmp_path)
+    src = external_weights_dir(tmp_path)
     model = onnx.load(str(src / "m.onnx"))  # weights now inline
     files = {}
     copy = onnx.ModelProto()
@@ -198,7 +198,7 @@ def test_model_over_the_protobuf_limit_moves_inline_weights_out(tmp_path):
 
 
 def test_checkable_copy_drops_external_values_only(tmp_path):
-    src = _model_dir(tmp_path)
+    src = external_weights_dir(tmp_path)
     m = onnx.load(str(src / "m.onnx"), load_external_data=False)
     c = weights.checkable(m, limit=1 << 30)
     assert not c.graph.initializer and {i.name for i in c.graph.input} >= {"w0", "b1"}
@@ -206,7 +206,7 @@ def test_checkable_copy_drops_external_values_only(tmp_path):
 
 
 def test_unknown_verify_mode_is_a_usage_error(tmp_path):
-    src = _model_dir(tmp_path)
+    src = external_weights_dir(tmp_path)
     with pytest.raises(UsageError, match="verify mode"):
         fuse(src / "m.onnx", [tmp_path / "rules.yaml"], verify=True, verify_mode="halfway")
 
@@ -246,7 +246,7 @@ def test_checkable_inputs_equal_make_tensor_value_info():
 def test_fusing_again_into_the_same_folder_keeps_the_linked_weights(tmp_path):
     # --weights link: the second run finds the first run's hard link in OUTDIR (placed
     # "inside"); the checker on the path refuses hard links, as it would have on the first
-    src = _model_dir(tmp_path)
+    src = external_weights_dir(tmp_path)
     out = tmp_path / "out"
     args = (str(src / "m.onnx"), "-r", str(tmp_path / "rules.yaml"), "-o", str(out),
             "--weights", "link")  # fmt: skip
@@ -263,7 +263,7 @@ def test_fusing_again_into_the_same_folder_keeps_the_linked_weights(tmp_path):
 
 
 def test_weights_hard_linked_by_the_user_inside_outdir(tmp_path):
-    src = _model_dir(tmp_path)
+    src = external_weights_dir(tmp_path)
     os.link(src / "m.onnx.data", tmp_path / "backup.data")  # the user's own second name
     res = _run(str(src / "m.onnx"), "-r", str(tmp_path / "rules.yaml"), "-o", str(src))
     assert res.exit_code == 0, res.output

@@ -13,61 +13,20 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 import pytest
-from onnx import TensorProto, helper, numpy_helper
 from typer.testing import CliRunner
 
 from ruleengine.cli import app
 from ruleengine.errors import OutputError
 from ruleengine.pipeline import fuse, write_outputs
 from ruleengine.rewrite import weights
+from tests.rewrite.test_weights import external_weights_dir
 
-RULE = """\
-name: matmul_bias_relu
-match:
-  ops:
-    - type: MatMul
-    - type: Add
-      input_sources:
-        input1: {source_type: const_or_param}
-    - type: Relu
-rewrite:
-  target_op: MatMulBiasRelu
-"""
 FEEDS = {"x": np.random.default_rng(1).standard_normal((8, 64)).astype(np.float32)}
 
 
 def _model(tmp: Path) -> Path:
     """Two MatMul+bias+ReLU blocks, weights in ``src/m.onnx.data`` (onnx.save_model)."""
-    rng = np.random.default_rng(0)
-    inits, nodes, x = [], [], "x"
-    for i in range(2):
-        w = rng.standard_normal((64, 64)).astype(np.float32)
-        inits += [
-            numpy_helper.from_array(w, f"w{i}"),
-            numpy_helper.from_array(rng.standard_normal(64).astype(np.float32), f"b{i}"),
-        ]
-        nodes += [
-            helper.make_node("MatMul", [x, f"w{i}"], [f"mm{i}"], name=f"mm{i}"),
-            helper.make_node("Add", [f"mm{i}", f"b{i}"], [f"add{i}"], name=f"add{i}"),
-            helper.make_node("Relu", [f"add{i}"], [f"y{i}"], name=f"relu{i}"),
-        ]
-        x = f"y{i}"
-    g = helper.make_graph(
-        nodes,
-        "g",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [8, 64])],
-        [helper.make_tensor_value_info(x, TensorProto.FLOAT, [8, 64])],
-        inits,
-    )
-    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
-    src = tmp / "src"
-    src.mkdir()
-    onnx.save_model(
-        model, str(src / "m.onnx"), save_as_external_data=True, location="m.onnx.data",
-        size_threshold=0,
-    )  # fmt: skip
-    (tmp / "rules.yaml").write_text(RULE)
-    return src / "m.onnx"
+    return external_weights_dir(tmp) / "m.onnx"
 
 
 def _fuse(model: Path, out: Path, *flags: str):
