@@ -7,10 +7,10 @@ STAMP := $(VENV)/.installed
 
 .PHONY: install run test test-unit lint format bench clean
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e ".[dev,bench]"
+	$(BIN)/pip install --quiet -e ".[dev,bench,browser]"
 	touch $(STAMP)
 
 install: $(STAMP)

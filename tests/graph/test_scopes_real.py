@@ -8,7 +8,6 @@ from pathlib import Path
 import numpy as np
 import onnx
 import onnxruntime as ort
-import pytest
 
 from ruleengine.graph.binding import bind_input_shapes
 from ruleengine.graph.loader import read_model
@@ -24,7 +23,6 @@ FEEDS = {  # the README's shapes; sr must be 16000 or 8000
 }
 
 
-@pytest.mark.skipif(not SILERO.exists(), reason="needs ../shared/models/real")
 def test_silero_if_branches_get_groups_and_outputs_agree() -> None:
     original = read_model(SILERO)
     bound = read_model(SILERO)

@@ -5,14 +5,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
-
 from ruleengine.pipeline import fuse
 
 REAL = Path(__file__).resolve().parents[2] / ".." / "shared" / "models" / "real"
 
 
-@pytest.mark.skipif(not (REAL / "ppocrv4-rec.onnx").exists(), reason="no real models")
 def test_ppocrv4_rec_default_preset_has_no_af406(tmp_path):
     """The real Paddle2ONNX export: every chosen group fits its kernel; verified."""
     result = fuse(
