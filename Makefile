@@ -10,7 +10,7 @@ STAMP := $(VENV)/.installed
 $(STAMP): pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e ".[dev,bench,browser]"
+	$(BIN)/pip install --quiet -e ".[dev,bench,browser,view]"
 	touch $(STAMP)
 
 install: $(STAMP)
