@@ -26,6 +26,9 @@ shapes computed by constant subgraphs) are resolved by the graph loader itself
 (onnxruntime's symbolic shape inference), as for any user: nothing is bound by hand.
 
 Run: ``.venv/bin/python bench/coverage.py [--json] [--solver exact|greedy] [MODEL...]``.
+A MODEL that is a folder stands for its *.onnx (``bench/coverage.py models/families``);
+``--repo-families`` adds the repo's own dev families (models/families, issue 40) to the models
+measured. They are not in ``shared_models`` (the bars' corpus of tests/library/test_bars.py).
 """
 
 from __future__ import annotations
@@ -48,6 +51,7 @@ import real_models  # noqa: E402
 
 SHARED_MODELS = ROOT / ".." / "shared" / "models"
 FAMILY_MODELS = SHARED_MODELS / "families"
+REPO_FAMILIES = ROOT / "models" / "families"  # the repo's own exports (models/export.py)
 CUBE_MATMULS = frozenset({"MatMul", "Gemm", "Einsum"})
 
 
@@ -64,6 +68,21 @@ def shared_models() -> list[Path]:
     for folder in (SHARED_MODELS, FAMILY_MODELS):
         if folder.is_dir():
             out += sorted(folder.resolve().glob("*.onnx"))
+    return out
+
+
+def repo_family_models() -> list[Path]:
+    """The repo's own dev families, models/families/*.onnx (issue 40: fused projections,
+    relative position bias, windowed attention); not part of ``shared_models``."""
+    return sorted(REPO_FAMILIES.resolve().glob("*.onnx")) if REPO_FAMILIES.is_dir() else []
+
+
+def expand(paths: list[Path]) -> list[Path]:
+    """Model arguments as files: a folder stands for its *.onnx (sorted), so
+    ``bench/coverage.py models/families`` measures every repo family."""
+    out: list[Path] = []
+    for path in paths:
+        out += sorted(path.glob("*.onnx")) if path.is_dir() else [path]
     return out
 
 
@@ -353,7 +372,13 @@ def render_markdown(rows: list[Coverage]) -> str:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument(
-        "models", nargs="*", type=Path, help="models (default: shared + families + light)"
+        "models",
+        nargs="*",
+        type=Path,
+        help="models or folders of models (default: shared + families + light)",
+    )
+    ap.add_argument(
+        "--repo-families", action="store_true", help="add the repo's models/families/*.onnx"
     )
     ap.add_argument("--preset", default="all")
     ap.add_argument("--target", default="ascend910b")
@@ -364,7 +389,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-synthetic", action="store_true", help="skip the LLaMA-7B-shaped models")
     args = ap.parse_args(argv)
     tmp = tempfile.TemporaryDirectory()
-    models = args.models or [*shared_models(), *real_models.models(), *light_models()]
+    default = [*shared_models(), *real_models.models(), *light_models()]
+    models = expand(args.models) if args.models else default  # an empty folder is no fallback
+    if args.repo_families:
+        models = [*models, *repo_family_models()]
     synthetic = [] if args.models or args.no_synthetic else synthetic_models(Path(tmp.name))
     rows = []
     for path in [*models, *synthetic]:
