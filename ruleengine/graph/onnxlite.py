@@ -255,6 +255,13 @@ def infer_shapes(model: Any, data_prop: bool = False) -> Any:
     return parse_model(out)
 
 
+def infer_shapes_strict(model: Any) -> Any:
+    """``infer_shapes(model, check_type=True, strict_mode=True, data_prop=True)``: a new
+    model, or onnx's error when a node's types contradict its schema."""
+    out = _C.shape_inference.infer_shapes(model.SerializeToString(), True, True, True)
+    return parse_model(out)
+
+
 def infer_shapes_bytes(data: bytes, data_prop: bool = False) -> bytes:
     """``infer_shapes`` on a serialized model, giving the inferred model's bytes (the C++
     call runs without the GIL: a thread may run it beside Python work)."""

@@ -19,6 +19,7 @@ from ruleengine.graph import onnxlite
 from ruleengine.graph.model import Graph, replaced
 from ruleengine.kernels.catalog import at_opset
 from ruleengine.kernels.model import Binding, Catalog, Contract, Form, KernelEntry
+from ruleengine.kernels.shape_fit import shape_problem
 from ruleengine.rules.model import Rule
 
 
@@ -442,6 +443,9 @@ def bind(
                 attrs,
                 _float_type(graph, ins.values()),
             )
+            if (why := shape_problem(graph, call, memo)) is not None:
+                problems.append(why)
+        if not problems:
             return call, _with(base, status="bound", form=form.name, ports=ports, attributes=attrs)
         first = first or (ports, attrs, [f"form {form.name}: {p}" for p in problems])
     if first is None:

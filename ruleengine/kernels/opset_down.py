@@ -76,3 +76,24 @@ def below_13(fn: Any, opset: int) -> tuple[bool, list[str]]:
             elif not axis.ref_attr_name and axis.i != -1:
                 problems.append(f"its body's {n.op_type} is over another axis than the last")
     return changed, problems
+
+
+def as_model_function(function: bytes, opset: int, domain: str, float_type: int | None) -> Any:
+    """A form's serialized body as a function of a model at default-domain ``opset``
+    in ``domain``: its opset imports follow the model's, and below opset 15 (no
+    CastLike yet) a CastLike becomes a Cast to the call's float type."""
+    from ruleengine.graph import onnxlite
+
+    fn = onnxlite.FunctionProto()
+    fn.ParseFromString(function)
+    fn.domain = domain
+    for o in fn.opset_import:
+        if o.domain in ("", "ai.onnx"):
+            o.version = opset
+    if opset < 15 and float_type:  # CastLike is new in opset 15
+        for n in fn.node:
+            if n.op_type == "CastLike" and n.domain in ("", "ai.onnx"):
+                n.op_type = "Cast"
+                del n.input[1:]
+                n.attribute.append(onnxlite.make_attribute("to", float_type))
+    return fn

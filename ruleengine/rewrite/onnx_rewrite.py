@@ -20,6 +20,7 @@ from ruleengine.errors import AutofusionError
 from ruleengine.graph import onnxlite
 from ruleengine.graph.model import Graph
 from ruleengine.kernels.model import FUSED_DOMAIN
+from ruleengine.kernels.opset_down import as_model_function
 from ruleengine.rewrite.model import FusedGroup
 from ruleengine.rewrite.static_shapes import fold_static_shapes
 from ruleengine.version import __version__
@@ -535,19 +536,8 @@ def _kernel_function(
     call: Any, opsets: Mapping[str, int], domain: str, corrupt: str | None
 ) -> onnx.FunctionProto:
     """The catalog form as this model's function: its opsets, and (test hook) corrupted."""
-    fn = onnxlite.FunctionProto()
-    fn.ParseFromString(call.form.function)
-    fn.domain = domain
     version = max(opsets.get("", opsets.get("ai.onnx", 17)), 1)
-    for o in fn.opset_import:
-        if o.domain in ("", "ai.onnx"):
-            o.version = version
-    if version < 15 and getattr(call, "float_type", None):  # CastLike is new in opset 15
-        for n in fn.node:
-            if n.op_type == "CastLike" and n.domain in ("", "ai.onnx"):
-                n.op_type = "Cast"
-                del n.input[1:]
-                n.attribute.append(onnxlite.make_attribute("to", call.float_type))
+    fn = as_model_function(call.form.function, version, domain, getattr(call, "float_type", None))
     if corrupt is not None and corrupt in call.outputs:
         target = fn.output[list(call.outputs).index(corrupt)]
         for n in fn.node:
