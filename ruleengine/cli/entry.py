@@ -38,8 +38,24 @@ _unwrap_docstrings(app)
 
 
 def main() -> None:
-    from ruleengine.runtime import install_signal_handlers, one_shot_process
+    from ruleengine.cli.common import stopped
+    from ruleengine.procs import supervise
+    from ruleengine.runtime import (
+        hold_stop_signals,
+        install_signal_handlers,
+        one_shot_process,
+        release_stop_signals,
+        stop_signal,
+    )
 
+    hold_stop_signals()
+    supervise()  # the command runs in a child that a stop can kill (procs.supervise)
     install_signal_handlers()
     one_shot_process()
-    app()
+    try:
+        release_stop_signals()  # held while ``python -m ruleengine`` imported us
+        app()
+    finally:
+        # A stop outside a command body (parsing the flags): typer exits 130 silently
+        if stop_signal() is not None:
+            stopped(terminated=False)

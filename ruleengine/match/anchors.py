@@ -12,11 +12,16 @@ from collections import deque
 from collections.abc import Iterable, Sequence
 
 from ruleengine.match.compile import Concrete, Program, overlapping_slots
+from ruleengine.ops.composites import CompositeForm
 
 
-def _clause_links(conc: Concrete) -> tuple[tuple[str, ...], list[list[int]]]:
+def _clause_links(
+    conc: Concrete, hub_types: frozenset[str] = frozenset()
+) -> tuple[tuple[str, ...], list[list[int]]]:
     """The clause's head variables and, per variable, the variables its facts link it
-    to (edges, and composite nodes sharing an input), as indices."""
+    to (edges, and composite nodes sharing an input), as indices. ``hub_types``: a
+    shared input whose readers' op types all are among them may be a hub and links
+    nothing."""
     head = conc.head_vars()
     at = {v: k for k, v in enumerate(head)}
     adj: list[set[int]] = [set() for _ in head]
@@ -33,13 +38,17 @@ def _clause_links(conc: Concrete) -> tuple[tuple[str, ...], list[list[int]]]:
             continue
         var = dict(zip((n.id for n in slot.form.nodes), slot.node_vars(), strict=True))
         shared: dict[str, list[str]] = {}
+        ops: dict[str, set[str]] = {}
         for n in slot.form.nodes:
             for r in n.inputs:
                 if r.kind == "node":
                     join(var[r.name], var[n.id])
                 elif r.kind == "external":
                     shared.setdefault(r.name, []).append(var[n.id])
-        for readers in shared.values():
+                    ops.setdefault(r.name, set()).add(n.op)
+        for name, readers in shared.items():
+            if hub_types and ops[name] <= hub_types:
+                continue
             for a in readers[1:]:
                 join(readers[0], a)
     return head, [sorted(x) for x in adj]
@@ -95,6 +104,40 @@ def clause_anchor(conc: Concrete, avoid: Iterable[int] = ()) -> tuple[int, int] 
         best = min((e, k) for k, e in enumerate(ecc) if k not in banned)
     _ANCHORS[shape] = got = (best[1], best[0])
     return got
+
+
+def edge_reach(conc: Concrete, anchor: tuple[int, int], hub_types: frozenset[str]) -> int | None:
+    """Hops from ``anchor`` (``clause_anchor``'s head position and radius) to the
+    clause's farthest node without the shared inputs that may be hubs, read by op types
+    all in ``hub_types`` (None: some node is reached only through one). A hub (a mask
+    read by every layer) does not make its readers neighbours in the memo's balls; a
+    clause whose nodes the other links reach from the anchor still lies in the anchor's
+    ball of this radius, the hub's shared-input facts a mere filter there."""
+    if not any(_hub_shared(s.form, hub_types) for s in conc.slots if s.form is not None):
+        return anchor[1]
+    head, adj = _clause_links(conc, hub_types)
+    dist = _distances(adj, anchor[0])
+    return None if min(dist) < 0 else max(dist)
+
+
+def _hub_shared(form: CompositeForm, hub_types: frozenset[str]) -> bool:
+    """Whether some input ``form``'s nodes share is read only by op types in
+    ``hub_types`` (so it may be a hub)."""
+    key = (form, hub_types)
+    got = _HUB_SHARED.get(key)
+    if got is None:
+        readers: dict[str, list[str]] = {}
+        for n in form.nodes:
+            for r in n.inputs:
+                if r.kind == "external":
+                    readers.setdefault(r.name, []).append(n.op)
+        got = any(len(ops) > 1 and set(ops) <= hub_types for ops in readers.values())
+        _HUB_SHARED[key] = got
+    return got
+
+
+# (composite form, hub reader types) -> _hub_shared's answer
+_HUB_SHARED: dict[tuple, bool] = {}
 
 
 def _eccentricities(adj: Sequence[Sequence[int]]) -> list[int] | None:

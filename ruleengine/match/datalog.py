@@ -8,28 +8,43 @@ from __future__ import annotations
 import re
 import time
 from collections import Counter
+from collections.abc import Iterable, Mapping
 
 from ruleengine.graph.model import Graph
 from ruleengine.match import backend
-from ruleengine.match.compile import Program, program_text
+from ruleengine.match.compile import REP, Program, program_text
 from ruleengine.match.facts import build_facts
 
 _DERIVED_CALL = re.compile(r"\b([kf])_(\w+)\(")
 
 
 def datalog_answers(
-    graph: Graph, prog: Program, only: set[str] | None = None, jobs: int = 1
+    graph: Graph,
+    prog: Program,
+    only: set[str] | None = None,
+    jobs: int = 1,
+    anchored: tuple[Mapping[str, Mapping[str, int]], Iterable[str]] | None = None,
 ) -> tuple[dict[str, list[tuple]], dict[str, float], float, int]:
     """The rule heads' answers over ``graph``'s facts (``only``: the memo's window), the
     Datalog seconds per head, the perf_counter time at which the program text was ready
     (facts and text before it, Datalog after: the stage timings split there), and the
     number of facts. ``jobs`` > 1: the rule clauses are asked in that many processes
-    (``backend``: the same answers)."""
+    (``backend``: the same answers). ``anchored``: the memo's clause anchors (per rule,
+    per combo, a head position) and its representatives' node names; a rule clause then
+    yields only the rows anchored at a representative, the only ones the memo reads."""
     facts = build_facts(graph, prog, only)
+    if anchored is not None:
+        facts.extend((REP, (name,)) for name in anchored[1])
     counts = Counter(pred for pred, _ in facts)
     heads: set[str] = set()
     text = program_text(
-        prog, counts, alive=set(counts), defined_out=heads, chains=True, distinct=True
+        prog,
+        counts,
+        alive=set(counts),
+        defined_out=heads,
+        chains=True,
+        distinct=True,
+        anchored=None if anchored is None else anchored[0],
     )
     ready = time.perf_counter()
     queries = [(h, a) for (h, a, _) in prog.rules.values() if h in heads]

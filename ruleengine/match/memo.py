@@ -51,7 +51,7 @@ from dataclasses import replace
 from typing import Any
 
 from ruleengine.graph.model import Graph
-from ruleengine.match.anchors import clause_anchor, rule_preds, sibling_groups
+from ruleengine.match.anchors import clause_anchor, edge_reach, rule_preds, sibling_groups
 from ruleengine.match.classes import ball, classify
 from ruleengine.match.compile import Program, compile_rule_set
 from ruleengine.match.facts import match_type
@@ -75,24 +75,29 @@ def memo_applies(graph: Graph) -> bool:
 
 
 def _anchors(
-    prog: Program, rules: Sequence[Rule]
+    prog: Program, rules: Sequence[Rule], hub_types: frozenset[str] = frozenset()
 ) -> tuple[dict[str, int | None], dict[str, dict[str, int]]]:
     """Per clause, the head position its bindings are anchored at (a centre of the
     clause); per rule, the farthest hop from an anchor (None: the rule cannot be
-    memoised)."""
+    memoised). ``hub_types``: the op types reading a hub that has shared-input facts;
+    a rule reading those facts reaches as far as its links other than such shared
+    inputs reach from the anchor, and is not memoised where only such a shared input
+    joins its nodes (a hub's readers are not neighbours in the balls)."""
     radius_of: dict[str, int | None] = {}
     anchor_of: dict[str, dict[str, int]] = {}
     for rule in rules:
         at: dict[str, int] = {}
         radius: int | None = None
+        hubbed = bool(hub_types) and "tin" in rule_preds(prog, rule.name)
         for combo, conc in prog.rules[rule.name][2].items():
             avoid = {p - 1 for g in sibling_groups(prog, rule.name, conc) for p in g}
             got = clause_anchor(conc, avoid)
-            if got is None:
+            reach = got and (edge_reach(conc, got, hub_types) if hubbed else got[1])
+            if got is None or reach is None:
                 radius = None
                 break
             at[combo] = got[0]
-            radius = max(radius or 0, got[1])
+            radius = max(radius or 0, got[1], reach)
         radius_of[rule.name] = radius
         anchor_of[rule.name] = at
     return radius_of, anchor_of
@@ -138,11 +143,12 @@ def find_memo(
     pending = PendingStructure(graph) if jobs > 1 else None
     rules = tuple(r for r in rule_set.rules if r.enabled)
     prog = compile_rule_set(rules, aliases, tabled_forms=True)
-    radius_of, anchor_of = _anchors(prog, rules)
     st = structure(graph) if pending is None else pending.result()
     del pending
-    # a hub's edges and shared-input facts: the rules reading them go the plain way
-    hub_preds = _hub_predicates(graph, st, prog)
+    # a hub's edges: the rules reading them go the plain way; its shared-input facts
+    # only those whose edges alone do not join their nodes (``_anchors``)
+    hub_preds, hub_types = _hub_predicates(graph, st, prog)
+    radius_of, anchor_of = _anchors(prog, rules, hub_types)
     memo_rules = tuple(
         r
         for r in rules
@@ -187,12 +193,13 @@ def find_memo(
     return _joined(parts, t2 - t0)
 
 
-def _hub_predicates(graph: Graph, st: Structure, prog: Program) -> set[str]:
-    """Fact predicates with a fact through a hub tensor (an edge from its producer to a
-    reader, or a shared-input fact on it)."""
+def _hub_predicates(graph: Graph, st: Structure, prog: Program) -> tuple[set[str], frozenset[str]]:
+    """Edge predicates with a fact through a hub tensor (from its producer to a reader),
+    and the op types of the readers with a shared-input fact on a hub."""
     out: set[str] = set()
+    tin_types: set[str] = set()
     if not st.hubs:
-        return out
+        return out, frozenset()
     nodes = graph.nodes
     ntype = {n.name: match_type(n) for n in nodes}
     for t in st.hubs:
@@ -203,10 +210,8 @@ def _hub_predicates(graph: Graph, st: Structure, prog: Program) -> set[str]:
             for pred, (a, b) in prog.edge_preds.items():
                 if src in a and any(ntype[c] in b for c, _ in readers):
                     out.add(pred)
-        if (
-            prog.tin_types
-            and not T.is_constant
-            and sum(1 for c, _ in readers if ntype[c] in prog.tin_types) >= 2
-        ):
-            out.add("tin")
-    return out
+        if prog.tin_types and not T.is_constant:
+            shared = [ntype[c] for c, _ in readers if ntype[c] in prog.tin_types]
+            if len(shared) >= 2:
+                tin_types.update(shared)
+    return out, frozenset(tin_types)

@@ -20,7 +20,7 @@ from ruleengine.graph.model import Graph
 from ruleengine.match.matcher import default_aliases, find_candidates
 from ruleengine.match.memo import find_memo, memo_applies
 from ruleengine.match.model import MatchResult
-from ruleengine.procs import FORK_FROM_NODES
+from ruleengine.procs import FORK_FROM_NODES, die_with_parent
 from ruleengine.rules.model import Rule, RuleSet
 from ruleengine.runtime import paused_gc
 
@@ -48,6 +48,7 @@ def _worker_init() -> None:
     unwinding at an arbitrary point can leave a lock held and the pool waiting forever."""
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    die_with_parent()  # no worker outlives a parent that ended without terminating them
 
 
 def _match_chunk(rules: tuple[Rule, ...]) -> MatchResult:

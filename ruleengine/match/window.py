@@ -345,7 +345,8 @@ def match_window(
     if prog is None:
         prog = compile_rule_set(rules, aliases, tabled_forms=True)
     names_in = {nodes[i].name for i in window}
-    answers, _timings, t1, n_facts = datalog_answers(graph, prog, names_in, jobs)
+    reps = [nodes[int(r)].name for r in classes.reps]
+    answers, _timings, t1, n_facts = datalog_answers(graph, prog, names_in, jobs, (anchor_of, reps))
     t2 = time.perf_counter()
     site = _site(graph, aliases, prog, st, classes, balls, rules)
     redo: set[str] = set()

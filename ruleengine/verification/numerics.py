@@ -18,6 +18,7 @@ import onnx
 
 from ruleengine.errors import UsageError
 from ruleengine.rewrite.model import FusedGroup, OutputCheck, Verification
+from ruleengine.runtime import run_interruptibly
 
 COSINE_THRESHOLD = 0.999
 # Cosine alone misses a small wrong term added to a large residual stream, so the max
@@ -240,9 +241,19 @@ def run_model(
             names, buffers, [len(b) for b in buffers]
         )
     source = model.SerializeToString() if isinstance(model, onnx.ModelProto) else str(model)
-    session = ort.InferenceSession(source, options, providers=["CPUExecutionProvider"])
-    names = [o.name for o in session.get_outputs()]
-    return dict(zip(names, session.run(names, dict(feeds)), strict=True))
+    run_options = ort.RunOptions()
+
+    def session_run() -> dict:
+        session = ort.InferenceSession(source, options, providers=["CPUExecutionProvider"])
+        names = [o.name for o in session.get_outputs()]
+        return dict(zip(names, session.run(names, dict(feeds), run_options), strict=True))
+
+    def stop() -> None:
+        run_options.terminate = True  # (a session being built cannot be stopped: abandoned)
+
+    # onnxruntime releases the GIL but holds off Ctrl-C/SIGTERM until it returns (building
+    # a 1024-layer session: minutes): run beside the main thread, which answers them
+    return run_interruptibly(session_run, stop)
 
 
 def compare(
