@@ -135,7 +135,8 @@ class FuseOptions(AnalyzeOptions):
     report.txt (sizes bounded by the rule set); "full" lists every one. ``html`` off
     leaves report.html out (model_explorer.json is always written).
     ``corrupt_rules`` is a test-only hook (docs/fuse.md): those rules' function bodies
-    are deliberately wrong.
+    are deliberately wrong. ``safe_rounds``: in safe mode, how many times at most the
+    plan is verified, its failing groups dropped and the solver run again without them.
     """
 
     verify: bool | None = None
@@ -149,6 +150,7 @@ class FuseOptions(AnalyzeOptions):
     corrupt_rules: Sequence[str] = ()
     plan_detail: str = "compact"
     html: bool = True  # report.html beside report.txt (--no-html: off)
+    safe_rounds: int = 8  # safe mode: verify-drop-solve rounds at most (SAFE_ROUNDS)
 
     @property
     def verifying(self) -> bool:
@@ -169,6 +171,9 @@ class FuseOptions(AnalyzeOptions):
             raise _out_of_range(f"seed {seed!r} must be an integer from 0 to 2^63-1")
         if self.safe and self.verify is False:
             raise UsageError("--safe needs verification; drop --no-verify")
+        rounds = self.safe_rounds
+        if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 1:
+            raise _out_of_range(f"safe_rounds {rounds!r}: the rounds are a positive integer")
         if self.weights not in WEIGHT_MODES:
             raise UsageError(
                 f"unknown weights mode {self.weights!r}; choose {', '.join(WEIGHT_MODES)}"
@@ -438,6 +443,7 @@ def fuse_model(model: str | Path, options: FuseOptions) -> FuseResult:
     """
     from ruleengine.kernels.catalog import PendingCatalog
     from ruleengine.verification import mark_verified
+    from ruleengine.verification.safe import safe_warnings
 
     options.check()
     path = Path(model)
@@ -447,7 +453,7 @@ def fuse_model(model: str | Path, options: FuseOptions) -> FuseResult:
     analysis = analyze_model(path, options.analyze_options, check_rules=checks, catalog=catalog)
     laps = Laps(analysis.timings, analysis.cpu_timings, options.progress)
     listed = None
-    if options.plan_detail == "compact":
+    if options.plan_detail == "compact" and not options.safe:  # safe mode may solve again
         with laps.stage("plan"):
             listed, analysis = _listed_then_released(analysis)
             release_memory()
@@ -464,8 +470,14 @@ def fuse_model(model: str | Path, options: FuseOptions) -> FuseResult:
     if choice is not None:
         with laps.stage("verify", "verifying in onnxruntime"):
             outcome = _verify(path, original, fused, graph, bound, found, choice, options)
+            if options.safe:
+                rounds = _SafeRounds(path, original, found, choice, catalog, options)
+                analysis, bound, outcome = rounds.run(analysis, bound, outcome)
         groups, dropped, fused = bound.with_bodies(outcome.groups), outcome.dropped, outcome.fused
         verification = outcome.verification
+    if listed is None and options.plan_detail == "compact":
+        with laps.stage("plan"):
+            listed, analysis = _listed_then_released(analysis)
     with laps.stage("check", "checking the fused model"):
         checking, verification = _check(fused, original, path, verification, options, graph)
     # The input model is read no more (it only served verification): its memory goes
@@ -474,6 +486,7 @@ def fuse_model(model: str | Path, options: FuseOptions) -> FuseResult:
     release_memory()
     groups = _named(mark_verified(groups, verification), fused, bound)
     plan = _build_plan(path, analysis, groups, dropped, verification, listed, laps, bound)
+    warnings = (*warnings, *safe_warnings(plan))
     with laps.stage("emit"):
         files, placements, outside = emit_files(
             plan,
@@ -498,6 +511,136 @@ def fuse_model(model: str | Path, options: FuseOptions) -> FuseResult:
         outdir=_outdir(path, options),
         weights_mode=options.weights,
     )
+
+
+class _SafeRounds:
+    """``--safe`` that keeps the best correct plan: the groups that fail verification are
+    dropped and their candidates excluded, and the solver runs again on the same scored
+    records (nothing matched or costed again), so overlapping candidates take their
+    place; the new plan is bound, rewritten and verified in turn, until nothing fails or
+    ``options.safe_rounds`` rounds have run (the last round's failures are then dropped
+    without solving again). Each round is recorded (``verification.rounds``)."""
+
+    def __init__(
+        self,
+        path: Path,
+        original: onnx.ModelProto,
+        found: WeightSurvey,
+        choice: ModeChoice,
+        catalog: PendingCatalog,
+        options: FuseOptions,
+    ) -> None:
+        self.path, self.original, self.found, self.choice = path, original, found, choice
+        self.catalog, self.options = catalog, options
+        self.sets: set[tuple[frozenset[str], tuple]] = set()  # excluded: node set, key
+        self.revived: dict[tuple, ScoredCandidate] = {}  # duplicates made viable, by key
+
+    def run(
+        self, analysis: Analysis, bound: _Bound, outcome: VerifyOutcome
+    ) -> tuple[Analysis, _Bound, VerifyOutcome]:
+        """The analysis (its resolution the last solve's), groups and outcome that stand."""
+        from ruleengine.verification.safe import safe_round, with_rounds
+
+        rounds, excluded, dropped = [], set(), []
+        for number in range(1, self.options.safe_rounds + 1):
+            net = analysis.resolution.objective
+            if not outcome.dropped:
+                rounds.append(safe_round(outcome, number, net, "passed"))
+                break
+            dropped += outcome.dropped
+            excluded.update(g.scored.candidate.key for g in outcome.dropped)
+            self.sets.update((frozenset(g.nodes), g.scored.candidate.key) for g in outcome.dropped)
+            if number == self.options.safe_rounds:
+                rounds.append(safe_round(outcome, number, net, "round limit"))
+                break
+            analysis = replace(analysis, resolution=self._solve(analysis, excluded))
+            again = {s.candidate.key for s in analysis.resolution.chosen}
+            if again == {g.scored.candidate.key for g in outcome.groups}:
+                rounds.append(safe_round(outcome, number, net, "kept"))
+                break
+            rounds.append(safe_round(outcome, number, net, "re-solved"))
+            bound, outcome = self._verify(analysis)
+        verification = with_rounds(outcome.verification, rounds)
+        outcome = replace(outcome, dropped=tuple(dropped), verification=verification)
+        return self._scored(analysis), bound, outcome
+
+    def _solve(self, analysis: Analysis, excluded: set[tuple]) -> Resolution:
+        from ruleengine.resolve import resolve
+
+        options = self.options
+        if options.progress is not None:
+            options.progress(f"safe mode: solving again without {len(excluded)} candidate(s)")
+        nodes = len(analysis.graph.nodes)
+        return resolve(
+            analysis.graph,
+            analysis.scored,
+            solver=options.solver,
+            time_limit_s=options.time_limit_s,
+            jobs=options.processes if nodes >= FORK_FROM_NODES else 1,
+            exclude=excluded,
+            revive=self._revive(analysis.scored),
+        )
+
+    def _revive(self, scored: Sequence[ScoredCandidate]) -> list[ScoredCandidate]:
+        revived = _revived(scored, self.sets)
+        self.revived.update((s.candidate.key, s) for s in revived)
+        return revived
+
+    def _scored(self, analysis: Analysis) -> Analysis:
+        """The analysis whose records hold the revived duplicates that were chosen as
+        viable (the plan then lists them as fused, not as duplicates)."""
+        chosen = {s.candidate.key for s in analysis.resolution.chosen}
+        swap = {k: s for k, s in self.revived.items() if k in chosen}
+        if not swap:
+            return analysis
+        scored = [swap.get(s.candidate.key, s) for s in analysis.scored]
+        return replace(analysis, scored=scored)
+
+    def _verify(self, analysis: Analysis) -> tuple[_Bound, VerifyOutcome]:
+        """The new plan bound, rewritten (the input model kept for the next round) and
+        verified in safe mode."""
+        path, options, graph = self.path, self.options, analysis.graph
+        bound = _bind(analysis, self.catalog, path, options)
+        fused = _rewrite(self.original, graph, bound, options, in_place=False)
+        bound = _in_bodies(path, fused, analysis, self.catalog, options, bound)
+        outcome = _verify(
+            path, self.original, fused, graph, bound, self.found, self.choice, options
+        )
+        return bound, outcome
+
+
+def _revived(
+    scored: Sequence[ScoredCandidate], excluded: set[tuple[frozenset[str], tuple]]
+) -> list[ScoredCandidate]:
+    """Per node set of an excluded candidate, the best duplicate (cost's ``duplicate``
+    verdict: the same nodes, a lower priority) not excluded itself, made viable again:
+    the excluded candidate it lost to is gone, so it may be fused instead."""
+    from ruleengine.cost.lazy import relabel
+    from ruleengine.cost.model import Verdict
+    from ruleengine.cost.scored import VERDICT_ID, ScoredRecords
+
+    if not excluded:
+        return []
+    sets = {nodes for nodes, _ in excluded}
+    keys = {key for _, key in excluded}
+    if isinstance(scored, ScoredRecords):
+        dup = (scored.verdicts == VERDICT_ID[Verdict.DUPLICATE]) & scored.costed
+        at = [int(p) for p in dup.nonzero()[0]]
+        records = [scored.record(p) for p in at if frozenset(scored.candidate(p).nodes) in sets]
+    else:
+        records = [
+            s
+            for s in scored
+            if s.verdict is Verdict.DUPLICATE
+            and s.cost is not None
+            and frozenset(s.candidate.nodes) in sets
+        ]
+    best: dict[frozenset[str], ScoredCandidate] = {}
+    for s in sorted(records, key=lambda s: (-s.priority, s.candidate.key)):
+        if s.candidate.key not in keys:
+            best.setdefault(frozenset(s.candidate.nodes), s)
+    why = "revived by --safe: the candidate it duplicated failed verification"
+    return [relabel(s, Verdict.FUSE, "fuse", f"{why} ({s.reason})") for s in best.values()]
 
 
 def _fuse_checks(rule_set: RuleSet, *, catalog: PendingCatalog) -> None:

@@ -50,14 +50,19 @@ E2E = (
     "suggest/test_prune_pairs.py",
     "suggest/test_suggest.py",
     "verification/test_per_group.py",
+    "verification/test_safe_resolve.py",  # ../shared/models/real/ppocrv4-det.onnx
     "e2e/test_real_models.py",  # ../shared/models/real, bench/real_models.json
     "rules/test_seed_readme.py",  # ../shared/seed-rules/README.md is the test
+    "whynot/test_whynot.py",  # broken rules against ../shared/models
+    "e2e/test_newcomer_rules.py",  # examples/newcomer rules on ../shared/models/real
 )
 # Whole-corpus sweeps: every model of ../shared/models (and families/), one test each.
 SLOW = (
     "e2e/test_shared_models.py",
     "library/test_bars.py",
     "graph/test_shapes.py::test_fresh_exports_have_every_size_known_from_another_cwd",
+    # (not the shared folder: a run per stage, ~5-10 s each; the main stages stay unit)
+    "test_signals.py::test_a_stop_in_any_other_stage_ends_the_run_within_a_second",
 )
 
 # The files that take longest (measured: 20-110 s each on 2 cores), longest first. `make

@@ -38,6 +38,7 @@ VERDICT_TEXT = {
     Verdict.CONSTRAINT_FAILED: "Constraint failed",
     Verdict.PARAM_MISMATCH: "Param mismatch",
     Verdict.PATTERN_MISMATCH: "Pattern mismatch",
+    Verdict.CONST_VALUE: "Constant value",
     Verdict.INTERMEDIATE_ESCAPES: "Intermediate escapes",
     Verdict.DYNAMIC_SHAPE: "Dynamic shape",
     Verdict.NOT_CONVEX: "Not convex",
@@ -137,7 +138,7 @@ def explain_json(analysis, model: str) -> dict:
 
     rows = final_verdicts(analysis.scored, analysis.resolution)
     near = _near_set(analysis)
-    story = build_story(rows, near)
+    story = build_story(rows, near, analysis.resolution.chosen)
     rows = sorted(
         rows,
         key=lambda r: (natural_key(r[0].candidate.rule), nodes_key(r[0].candidate.nodes)),
@@ -215,6 +216,7 @@ def explain_text(analysis, model: str, *, show_all: bool = False) -> str:
         VERDICT_TEXT,
         show_all=show_all,
         near_misses=_near_set(analysis),
+        winners=r.chosen,
     )
 
 
@@ -347,6 +349,7 @@ _KERNELS = typer.Option(
         "autofusion explain model.onnx --target ascend310p --verdict ub_overflow",
         "autofusion explain model.onnx --rules my_rules/ --rule my_rule -f json",
         "autofusion explain model.onnx --target my_chip.yaml --dim seq=2048",
+        "autofusion explain model.onnx --preset cnn --rules my_rules/ --kernels my_kernels/",
     ),
 )
 def explain_command(
@@ -418,12 +421,45 @@ def explain_command(
                 )
             keep = tuple(s for s in analysis.scored if s.candidate.rule in set(rule))
             analysis = replace(analysis, scored=keep)
-        if fmt is Format.json:
-            typer.echo(json.dumps(explain_json(analysis, str(model)), indent=2))
-        else:
-            typer.echo(explain_text(analysis, str(model), show_all=show_all), nl=False)
+        _echo_explain(analysis, str(model), fmt, show_all, rule, rules)
 
     guarded(run)
+
+
+def _echo_explain(
+    analysis, model: str, fmt: Format, show_all: bool, focus: list[str], rules: list[Path]
+) -> None:
+    """Print explain's document, with why-not records for the rules without candidates
+    (``_explain_whys``): in full for ``--rule``, one line each otherwise."""
+    from ruleengine.cli.matching import echo_why_not_lines, with_why_not
+
+    whys, rest = _explain_whys(analysis, focus, rules)
+    if fmt is Format.json:
+        typer.echo(json.dumps(with_why_not(explain_json(analysis, model), whys), indent=2))
+        return
+    typer.echo(explain_text(analysis, model, show_all=show_all), nl=False)
+    if whys or rest:
+        typer.echo("")
+    if focus:
+        from ruleengine.match.whynot_text import whynot_text
+
+        typer.echo("\n".join(line for w in whys for line in whynot_text(w)))
+    else:
+        echo_why_not_lines(whys, rest)
+
+
+def _explain_whys(analysis, focus: list[str], rules: list[Path]) -> tuple:
+    """Why-not records (``match.whynot``) for the rules ``--rule`` names and the rules of
+    ``--rules`` that have no candidate (``--rule`` asks even a rule that has some), and
+    the names of the rules without candidates left out (``WHY_NOT_MAX``)."""
+    from ruleengine.cli.matching import user_rule_names, why_not_records
+
+    if focus:
+        from ruleengine.match.whynot import why_not
+
+        return why_not(analysis.graph, analysis.rule_set, focus, result=analysis.match), []
+    names = user_rule_names(analysis.rule_set, rules)
+    return why_not_records(analysis.graph, analysis.rule_set, analysis.match, names)
 
 
 @app.command(
@@ -432,6 +468,7 @@ def explain_command(
     epilog=examples(
         "autofusion compare model.onnx",
         "autofusion compare model.onnx --preset transformer --time-limit 5 -f json",
+        "autofusion compare model.onnx --preset cnn --rules my_rules/ --kernels my_kernels/",
     ),
 )
 def compare_command(
@@ -444,6 +481,7 @@ def compare_command(
     benefit_threshold: float | None = _THRESHOLD,
     time_limit: float = _TIME,
     fmt: Format = _FORMAT,
+    kernels: list[Path] = _KERNELS,
 ) -> None:
     """Exact (CP-SAT) and greedy selection side by side: groups, bytes saved, time, gap."""
 
@@ -460,6 +498,7 @@ def compare_command(
             benefit_threshold,
             time_limit,
             input_shape,
+            kernels,
         )
         greedy = resolve(analysis.graph, analysis.scored, solver="greedy")
         if fmt is Format.json:

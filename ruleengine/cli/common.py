@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import sys
 from collections.abc import Callable
 from enum import StrEnum
@@ -11,7 +12,14 @@ from typing import TYPE_CHECKING, TypeVar
 import typer
 
 from ruleengine.errors import AutofusionError, UsageError
-from ruleengine.runtime import Terminated
+from ruleengine.procs import kill_children, supervised, tell_supervisor
+from ruleengine.runtime import (
+    Terminated,
+    end_process,
+    hold_stop_signals,
+    one_shot,
+    stop_signal,
+)
 
 if TYPE_CHECKING:
     from ruleengine.graph.model import Graph
@@ -122,7 +130,15 @@ def fail(message: str, hint: str | None = None) -> typer.Exit:
 
 
 def report_error(exc: AutofusionError) -> None:
-    """The error that stopped a command, with its findings, on stderr."""
+    """The error that stopped a command, with its findings, on stderr. An error that is
+    one finding is said once, with its code and place (not once bare, then again)."""
+    if len(exc.diagnostics) == 1 and exc.message in exc.diagnostics[0].message:
+        diag = exc.diagnostics[0]
+        where = f"{diag.location}: " if diag.location else ""
+        typer.echo(f"error: {where}{diag.code} {diag.message}", err=True)
+        if diag.hint:
+            typer.echo(f"  hint: {diag.hint}", err=True)
+        return
     typer.echo(f"error: {exc.message}", err=True)
     for diag in exc.diagnostics:
         where = f"{diag.location}: " if diag.location else ""
@@ -140,14 +156,16 @@ def guarded(action: Callable[[], T]) -> T:
         return action()
     except (typer.Exit, typer.Abort, SystemExit):
         raise
+    except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM (Terminated): clean-up has run
+        raise typer.Exit(stopped(isinstance(exc, Terminated))) from None
     except AutofusionError as exc:
+        if _stopping():  # an error the stop caused (a child it ended)
+            raise typer.Exit(stopped(False)) from None
         report_error(exc)
         raise typer.Exit(exc.exit_code) from None
-    except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM (Terminated): clean-up has run
-        terminated = isinstance(exc, Terminated)
-        typer.echo("terminated" if terminated else "interrupted", err=True)
-        raise typer.Exit(EXIT_TERMINATED if terminated else EXIT_INTERRUPTED) from None
     except Exception as exc:  # the last line of defence against tracebacks
+        if _stopping():
+            raise typer.Exit(stopped(False)) from None
         if os.environ.get("AUTOFUSION_DEBUG"):
             raise
         typer.echo(
@@ -157,6 +175,33 @@ def guarded(action: Callable[[], T]) -> T:
             err=True,
         )
         raise typer.Exit(EXIT_ERROR) from None
+
+
+def _stopping() -> bool:
+    """Did Ctrl-C or SIGTERM ask this one-shot process to stop? (A library process, such
+    as a test session, may have seen one long before: there its own exception decides.)"""
+    return one_shot() and stop_signal() is not None
+
+
+def stopped(terminated: bool) -> int:
+    """Say why the command stops (``terminated``: SIGTERM, else Ctrl-C) and its exit code.
+
+    Its clean-up has run (the stop exception unwound the stack). A one-shot process (the
+    ``autofusion`` command) ends here: its forked children are killed and reaped, and it
+    exits without freeing its objects one by one (``runtime.end_process``: seconds for a
+    large graph, while a second signal would go unanswered). Elsewhere the code is
+    returned, for the caller to raise."""
+    if one_shot():
+        hold_stop_signals()  # a second signal must not raise into this
+    if _stopping():  # the first signal decides, whatever unwound the stack
+        terminated = stop_signal() == signal.SIGTERM
+    if not (one_shot() and supervised()):  # (the supervisor says it: told, or killed)
+        typer.echo("terminated" if terminated else "interrupted", err=True)
+    code = EXIT_TERMINATED if terminated else EXIT_INTERRUPTED
+    if one_shot():
+        kill_children()
+        end_process(code, told=tell_supervisor)
+    return code
 
 
 def progress_printer() -> Callable[[str], None] | None:

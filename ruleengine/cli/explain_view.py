@@ -63,19 +63,26 @@ def _net(sc: ScoredCandidate) -> int:
 
 
 def build_story(
-    rows: Sequence[tuple[ScoredCandidate, int | None]], near_misses: frozenset = frozenset()
+    rows: Sequence[tuple[ScoredCandidate, int | None]],
+    near_misses: frozenset = frozenset(),
+    winners: Sequence[ScoredCandidate] = (),
 ) -> Story:
     """Place every row: a chosen group, a loser under its winner, a rejection, a near miss
-    (``near_misses``: the candidates matching rejected, from ``MatchResult.near_misses``)."""
+    (``near_misses``: the candidates matching rejected, from ``MatchResult.near_misses``).
+    ``winners``: every chosen group (group i is ``winners[i - 1]``), so a loser whose
+    winner ``--rule``/``--verdict`` left out of ``rows`` is still placed under it."""
     story = Story()
     owner: dict[str, int] = {}
-    by_group: dict[int, ScoredCandidate] = {}
+    by_group: dict[int, ScoredCandidate] = dict(enumerate(winners, 1))
+    shown: set[int] = set()
     for sc, group in rows:
         if group is not None:
             by_group[group] = sc
-            for n in sc.candidate.nodes:
-                owner[n] = group
-    story.groups = sorted(by_group.items())
+            shown.add(group)
+    for group, sc in by_group.items():
+        for n in sc.candidate.nodes:
+            owner[n] = group
+    story.groups = sorted((g, sc) for g, sc in by_group.items() if g in shown)
     for sc, group in rows:
         if group is not None:
             continue
@@ -257,15 +264,16 @@ def _near_lines(near: Sequence[ScoredCandidate], limit: int) -> list[str]:
     """Near misses per rule, branch and reason code: a count and one example each."""
     buckets: dict[tuple, list[ScoredCandidate]] = defaultdict(list)
     for sc in near:
-        buckets[(sc.candidate.rule, sc.candidate.alternative, sc.verdict.value)].append(sc)
+        # the near-miss code as rule tests record it (``# near-miss: intermediate-escapes``)
+        buckets[(sc.candidate.rule, sc.candidate.alternative, sc.code)].append(sc)
     keys = sorted(buckets, key=lambda k: (natural_key(k[0]), k[1], k[2]))
     out = []
     for key in keys if limit < 0 else keys[:limit]:
         items = sorted(buckets[key], key=lambda s: nodes_key(s.candidate.nodes))
-        rule, alt, verdict = key
+        rule, alt, code = key
         ex = items[0]
         out.append(
-            f"  {rule} {_branch_name(alt)}: {len(items)} {verdict}, e.g. "
+            f"  {rule} {_branch_name(alt)}: {len(items)} {code}, e.g. "
             f"[{span(ex.candidate.nodes)}] {ex.reason}"
         )
     if 0 <= limit < len(keys):
@@ -306,9 +314,11 @@ def render_text(
     show_all: bool = False,
     max_lines: int = DEFAULT_LINES,
     near_misses: frozenset = frozenset(),
+    winners: Sequence[ScoredCandidate] = (),
 ) -> str:
-    """The explain text; within ``max_lines`` unless ``show_all``."""
-    story = build_story(rows, near_misses)
+    """The explain text; within ``max_lines`` unless ``show_all`` (``winners``: every
+    chosen group, see ``build_story``)."""
+    story = build_story(rows, near_misses, winners)
     counts = Counter(sc.verdict for sc, _ in rows)
     tail = ", ".join(
         f"{verdict_text[v]} {n}" for v, n in sorted(counts.items(), key=lambda kv: kv[0].value)
@@ -330,6 +340,13 @@ def render_text(
                 lines += _group_block(
                     gid, sc, story.losers.get(gid, []), target_ub, full_groups, max_losers
                 )
+        shown = {g for g, _ in story.groups}
+        hidden = sorted(g for g in story.losers if g not in shown)
+        if hidden:
+            lines += ["", "Lost to groups not listed here (left out by --rule/--verdict)"]
+            for g in hidden:
+                for sc, lost in story.losers[g][: None if max_losers < 0 else max_losers]:
+                    lines.append(f"  {_loser_line(sc, lost)} -> #{g} {lost.rule}")
         if story.unplaced_losers:
             lines += ["", "Lost without overlapping a group (would close a cycle)"]
             lines += _rejected_lines(story.unplaced_losers, verdict_text, per_verdict, target_ub)

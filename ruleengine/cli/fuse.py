@@ -81,7 +81,10 @@ _VERIFY = typer.Option(
     help="Compare original and fused model in onnxruntime (default: on with --safe).",
 )
 _SAFE = typer.Option(
-    False, "--safe", help="Verify, find failing groups by bisection and drop them."
+    False,
+    "--safe",
+    help="Verify; drop the groups that fail (isolation check, then bisection) and solve "
+    "again without them, until the plan passes (AF525 says what was dropped).",
 )
 _INPUTS = typer.Option(
     None, "--inputs", help="Verification inputs (.npz, one array per model input)."
@@ -135,6 +138,7 @@ _PLAN_DETAIL = typer.Option(
         "autofusion fuse model.onnx --rules rules/ --target ascend910b -o out/",
         "autofusion fuse model.onnx --preset transformer --dim seq=512 --verify",
         "autofusion fuse model.onnx --safe --inputs sample.npz",
+        "autofusion fuse model.onnx --preset all --rules my_rules/ --kernels my_kernels/ --safe",
         "autofusion fuse llama.onnx --safe --verify-mode per-group -o out/",
         "autofusion fuse model.onnx --disable softmax --solver greedy -f json",
         "AUTOFUSION_DISABLE=softmax,gelu_erf autofusion fuse model.onnx",

@@ -16,6 +16,7 @@ import typer
 
 from ruleengine.cli.app import app
 from ruleengine.cli.common import EXIT_ERROR, PANEL_RULES, examples, report_error
+from ruleengine.diagnostics.model import Severity
 from ruleengine.errors import AutofusionError
 
 if TYPE_CHECKING:
@@ -81,4 +82,8 @@ def test_command(
             "(see docs/rule-tests.md)"
         )
     typer.echo(REPORTERS[fmt.value](run, verbose), nl=False)
+    for outcome in run.outcomes:  # deprecations (AF605): the test still runs
+        for d in outcome.diagnostics:
+            if d.severity is not Severity.ERROR:
+                typer.echo(f"warning: {d.code} {d.location}: {d.message}", err=True)
     raise typer.Exit(run.exit_code)

@@ -28,6 +28,7 @@ NEAR_MISS_VERDICTS = {
     "not-convex": Verdict.NOT_CONVEX,
     "too-many-inputs": Verdict.TOO_MANY_INPUTS,
     "param-mismatch": Verdict.PARAM_MISMATCH,
+    "const-value": Verdict.CONST_VALUE,
     "input-count": Verdict.PATTERN_MISMATCH,
     "input-source": Verdict.PATTERN_MISMATCH,
     "output-count": Verdict.PATTERN_MISMATCH,

@@ -51,6 +51,7 @@ class Verdict(StrEnum):
     CONSTRAINT_FAILED = "constraint_failed"  # a rule `constraints` entry fails
     PARAM_MISMATCH = "param_mismatch"  # an op's `params` do not hold (or name no attribute)
     PATTERN_MISMATCH = "pattern_mismatch"  # input count or input source kind differs
+    CONST_VALUE = "const_value"  # a constant input does not hold the rule's value or shape
     INTERMEDIATE_ESCAPES = "intermediate_escapes"
     DYNAMIC_SHAPE = "dynamic_shape"
     NOT_CONVEX = "not_convex"

@@ -322,6 +322,73 @@ _CODES: tuple[CodeInfo, ...] = (
         "    - type: Relu\nrewrite:\n  target_op: A\n",
     ),
     CodeInfo(
+        "AF213",
+        "value-not-const",
+        _E,
+        "`value`, `value_in`, `tolerance` or `shape` on an input that is not `source_type: const`.",
+        "A constant's values are checked only where the rule says the input is a constant: "
+        "`inputK: {source_type: const, value: 3.0}`. An input fed by another pattern op "
+        "(`from_op`), the same tensor as another input (`same_as`), or a source kind that "
+        "may be an activation (`const_or_param`, `graph_input`, `any`) has no value the "
+        "compiler knows, so the check would never hold.",
+        "name: a\nmatch:\n  ops:\n    - type: Conv\n    - type: Add\n      input_sources:\n"
+        "        input1: {source_type: const_or_param, value: 3.0}\nrewrite:\n  target_op: A\n",
+    ),
+    CodeInfo(
+        "AF214",
+        "value-type-mismatch",
+        _E,
+        "A `value`/`value_in` the input can never hold (a fraction on an integer input, a "
+        "number on a string or bool input).",
+        "The op's ONNX schema says which element types an input takes; a value with a "
+        "fraction (`1.5`) on an input that takes only integers (Reshape's shape, Slice's "
+        "starts, ...) or any number on a string or bool input never holds.",
+        "name: a\nmatch:\n  ops:\n    - type: Relu\n    - type: Reshape\n"
+        "      input_sources:\n        input1: {source_type: const, value: [1.5, 2]}\n"
+        "rewrite:\n  target_op: A\n",
+    ),
+    CodeInfo(
+        "AF215",
+        "bad-value-spec",
+        _E,
+        "A value check that contradicts itself: `tolerance` without `value`/`value_in`, both "
+        "`value` and `value_in`, or a `value` list whose length is not what `shape` holds.",
+        "`value: v` (every element equals v) or `value: [v1, v2, ...]` (the elements in "
+        "order) or `value_in: [v1, v2]` (every element one of these), never both; "
+        "`tolerance: {rel: r, abs: a}` only with one of them; a `value` list has as many "
+        "numbers as `shape` has elements (`shape: scalar` means one).",
+        "name: a\nmatch:\n  ops:\n    - type: Relu\n    - type: Add\n      input_sources:\n"
+        "        input1: {source_type: const, tolerance: {rel: 0.001}}\n"
+        "rewrite:\n  target_op: A\n",
+    ),
+    CodeInfo(
+        "AF216",
+        "value-on-big-tensor",
+        _E,
+        "A value check on a constant larger than 64 elements.",
+        "Values are read only from small constants (scalars and tensors of at most 64 "
+        "elements, kept by the model loader); weight bytes are never read. A `shape` of more "
+        "than 64 elements together with `value`/`value_in` can never be checked. Check the "
+        "shape alone, or drop the value.",
+        "name: a\nmatch:\n  ops:\n    - type: Relu\n    - type: Mul\n      input_sources:\n"
+        "        input1: {source_type: const, shape: [16, 16], value: 1.0}\n"
+        "rewrite:\n  target_op: A\n",
+    ),
+    CodeInfo(
+        "AF217",
+        "misspelt-param",
+        _E,
+        "A param the op type does not have, spelt like one it has.",
+        "A param the op does not have holds on no node, so the op would never match; when "
+        "its name is close to a param the op has (`grop` for Conv's `group`), it is a typo. "
+        "It is an error in `verify` and `check`, and match, explain and fuse refuse the "
+        "rule file, so a rule that can never match is never counted as matched. The hint "
+        "names the param meant (did you mean ...?) and lists the params the op has. A "
+        "param with no close name is AF303, a warning.",
+        "name: a\nmatch:\n  ops:\n    - type: Conv\n      params:\n        grop: 1\n"
+        "rewrite:\n  target_op: A\n",
+    ),
+    CodeInfo(
         "AF220",
         "reserved-output-path",
         _E,
@@ -375,13 +442,14 @@ _CODES: tuple[CodeInfo, ...] = (
         "AF303",
         "unknown-param",
         _W,
-        "A param that the op type does not have.",
+        "A param that the op type does not have, and no param of it is spelt like it.",
         "Params are ONNX attribute names of the op (or of the ONNX ops an alias stands "
         "for) or the alias's own params from ops/aliases.yaml. A param the op does not have "
         "holds on no node, so the op never matches: it is never ignored, which would widen "
-        "the rule (a misspelt `grop: 1` would match every Conv). match, explain and fuse "
-        "print this finding on stderr and record a param_mismatch near miss naming the "
-        "param. The hint lists the params the op does have.",
+        "the rule. match, explain and fuse print this finding on stderr, record a "
+        "param_mismatch near miss naming the param, and never count the rule as matched; "
+        "`check --strict` fails on it. A param spelt like one the op has is AF217, an "
+        "error. The hint lists the params the op does have.",
         "name: a\nmatch:\n  ops:\n    - type: Relu\n      params:\n        clip_max: 0.0\n"
         "rewrite:\n  target_op: A\n",
         command="check",
@@ -438,6 +506,22 @@ _CODES: tuple[CodeInfo, ...] = (
         "name the input of the op that starts the chain instead.",
         "name: a\nmatch:\n  ops:\n    - type: MatMul\n    - type: Relu\nrewrite:\n"
         "  target_op: A\n  inputs:\n    - {from_op: 1, input_idx: 0}\n",
+        command="check",
+    ),
+    CodeInfo(
+        "AF308",
+        "removed-param",
+        _W,
+        "A param that ONNX removed from the op in a later opset (Squeeze's and ReduceMean's "
+        "axes, Split's split, ...).",
+        "The param is an attribute of the op only up to some opset; later versions dropped "
+        "it (most became inputs). On a model of a newer opset no node has it, so the op "
+        "never matches there: its nodes are near misses, never candidates. To match newer "
+        "models, check the input that took its place, e.g. Squeeze's axes from opset 13 as "
+        "`input_sources: {input1: {source_type: const, value: 0}}`. (Params an alias maps "
+        "to an input, such as Clip's min/max, are checked on either and never reported.)",
+        "name: a\nmatch:\n  ops:\n    - type: MatMul\n    - type: Squeeze\n      params: "
+        "{axes: [0]}\nrewrite:\n  target_op: A\n",
         command="check",
     ),
     CodeInfo(
@@ -850,6 +934,19 @@ _CODES: tuple[CodeInfo, ...] = (
         "a folder old_name.tests/ with no old_name.yaml beside it",
         command="test",
     ),
+    CodeInfo(
+        "AF605",
+        "rule-test-old-spelling",
+        _W,
+        "A `# near-miss:` line spells a code with underscores (`intermediate_escapes`).",
+        "Codes have one spelling, kebab-case, everywhere: `match --near-misses`, explain's "
+        "near-miss lines, plan.json's `code`, docs/codes.md and rule tests. The snake_case "
+        "form is a verdict's (plan.json `verdict`); rule tests still read it as the code, "
+        "with this warning. Write `# near-miss: intermediate-escapes`.",
+        "",
+        "a test file with the line '# near-miss: intermediate_escapes'",
+        command="test",
+    ),
     # -------------------------------------------- AF52x weights and verification memory
     CodeInfo(
         "AF520",
@@ -910,6 +1007,22 @@ _CODES: tuple[CodeInfo, ...] = (
         "the model's own folder (-o), which shares them at no cost.",
         "",
         "autofusion fuse models/model.onnx --weights share -o out/",
+        command="fuse",
+    ),
+    CodeInfo(
+        "AF525",
+        "safe-mode-dropped",
+        _W,
+        "fuse --safe dropped groups that failed verification and solved again without them.",
+        "Each round verifies the plan, drops the groups that fail (isolation check, "
+        "bisection, per-group check or contract) and asks the solver again without those "
+        "candidates, so overlapping candidates of other rules take their place; up to 8 "
+        "rounds. The fused model passes verification; exit 0. The warning names the rules "
+        "and kernels dropped and the HBM saving of the final plan; report.txt, report.json "
+        "and plan.json list every round (`verification.rounds`).",
+        "",
+        "autofusion fuse model.onnx --safe --rules my_rules/ --kernels my_kernels/ (a wrong "
+        "kernel in my_kernels/)",
         command="fuse",
     ),
     # ------------------------------------------------------------- AF9xx hardware targets

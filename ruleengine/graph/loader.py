@@ -29,7 +29,7 @@ from ruleengine.graph.binding import (
 from ruleengine.graph.folding import const_foldable
 from ruleengine.graph.model import Graph, Node, Tensor, record_maker
 from ruleengine.graph.onnxlite import AttributeProto, ModelProto
-from ruleengine.graph.problems import fail, problem
+from ruleengine.graph.problems import duplicate_names, fail, problem
 from ruleengine.graph.propagate import PendingShapes
 from ruleengine.graph.segments import NodeFields
 from ruleengine.graph.typemerge import MergedTypes, ShapeView, TypeEntry
@@ -436,18 +436,8 @@ class _NodeRows:
         )  # fmt: skip
 
     def warnings(self, where: str) -> tuple[Diagnostic, ...]:
-        """One warning per node whose name another node has."""
-        return tuple(
-            problem(
-                "duplicate-node",
-                f"node name {old!r} is used by more than one node (the later one is "
-                f"{new!r} in reports); none of them is fused",
-                where,
-                "give every node a unique name in the exporter",
-                Severity.WARNING,
-            )
-            for old, new in self.renamed
-        )
+        """One warning for the node names several nodes share, with counts."""
+        return duplicate_names(self.renamed, where)
 
 
 def _make_nodes(

@@ -68,13 +68,14 @@ def _lint_one(rule: Rule, target: str, catalog: Catalog) -> list[Diagnostic]:
         ]
     names = [a.name for a in entry.attributes]
     for key, value in rw.attributes.items() if not entry.open_attributes else ():
+        at = rw.attribute_locations.get(key) or where  # the attribute's own line
         a = entry.attribute(key)
         if a is None:
             out.append(
                 codes.make(
                     "unknown-kernel-attribute",
                     f"rule {rule.name}: kernel {entry.name} has no attribute {key!r}",
-                    where,
+                    at,
                     hint=f"{_mean(key, names)}its attributes: {', '.join(names) or 'none'}",
                 )
             )
@@ -86,7 +87,7 @@ def _lint_one(rule: Rule, target: str, catalog: Catalog) -> list[Diagnostic]:
                     "kernel-attribute-value",
                     f"rule {rule.name}: attribute {key} of kernel {entry.name} is a {a.type}, "
                     f"not {plain!r}",
-                    where,
+                    at,
                     hint=f"give a {a.type}",
                 )
             )
@@ -97,7 +98,7 @@ def _lint_one(rule: Rule, target: str, catalog: Catalog) -> list[Diagnostic]:
                     "kernel-attribute-value",
                     f"rule {rule.name}: kernel {entry.name} takes {key} in [{shown}], "
                     f"not {plain!r}",
-                    where,
+                    at,
                     hint=f"{_mean(str(plain), [str(v) for v in a.values])}"
                     f"a rule computing something else names another kernel",
                 )

@@ -1,7 +1,8 @@
 """Python-side checks of one binding, what Datalog expresses badly.
 
-Output indices, input source kinds, input counts, params (by meaning, with ONNX
-defaults and alias mappings), constant operands and the subgraph conditions. A failed
+Output indices, input source kinds (and the values a constant input must hold:
+``match.values``), input counts, params (by meaning, with ONNX defaults and alias
+mappings), constant operands and the subgraph conditions. A failed
 check raises ``Reject`` with a near-miss code and a reason.
 """
 
@@ -14,7 +15,8 @@ from ruleengine.match.binding import Reject
 from ruleengine.match.compile import Concrete
 from ruleengine.match.model import Candidate
 from ruleengine.match.params import Binding, ParamFailure, check_params
-from ruleengine.match.tensors import is_const_like
+from ruleengine.match.tensors import is_const_like, readers
+from ruleengine.match.values import check_const_value
 from ruleengine.ops.classes import commutative_ops
 from ruleengine.ops.model import OpAlias
 from ruleengine.rules.model import OpPattern, Rule, SubgraphSpec
@@ -126,7 +128,7 @@ def _check_intermediates(graph: Graph, names: Sequence[str], inside: set[str]) -
     """``allow_intermediate_outputs: false``: no tensor made and read inside the group
     is also read outside it (or a graph output)."""
     tensors = graph.tensors
-    folded = frozenset(graph.compile_time_nodes)
+    folded = readers(graph).folded  # one set per graph, not one per binding
     for n in names:
         for t in graph.node(n).outputs:
             tensor = tensors.get(t) if t else None
@@ -140,7 +142,7 @@ def _check_intermediates(graph: Graph, names: Sequence[str], inside: set[str]) -
                     has_outer = True
             if not has_inner or not (has_outer or tensor.is_graph_output):
                 continue
-            outer = sorted({c for c, _ in tensor.consumers if c not in inside | folded})
+            outer = sorted({c for c, _ in tensor.consumers if c not in inside and c not in folded})
             if outer or tensor.is_graph_output:
                 whom = (
                     f"also read by {', '.join(repr(c) for c in outer[:3])}"
@@ -244,7 +246,31 @@ def _check_sources(
         swapped = _chain_swapped(op, node, bindings[last[op_idx - 1]])
     if b.form is None:
         swapped = _check_from_ops(op, node, bindings, last, comm, where) or swapped
-    _check_source_kinds(graph, op, b, node, swapped, inside, where)
+    try:
+        _check_source_kinds(graph, op, b, node, swapped, inside, where)
+    except Reject as first:
+        # a commutative binary op whose order nothing inside the pattern fixes (a root:
+        # Add(3, x) as well as Add(x, 3)) matches with its inputs the other way round
+        if not _order_free(op, b, node, chained, comm):
+            raise
+        try:
+            _check_source_kinds(graph, op, b, node, True, inside, where)
+        except Reject as other:
+            # the order that got further says why (a wrong value, not a wrong kind)
+            if first.code == "input-source" and other.code != "input-source":
+                raise other from None
+            raise first from None
+
+
+def _order_free(op: OpPattern, b: Binding, node: Node, chained: bool, comm: frozenset[str]) -> bool:
+    """A single commutative binary node whose input order no link of the pattern fixes."""
+    return (
+        b.form is None
+        and not chained
+        and node.op_type in comm
+        and len(node.inputs) == 2
+        and not any(s.from_op is not None or s.same_as is not None for s in op.input_sources or ())
+    )
 
 
 def _chain_swapped(op: OpPattern, node: Node, prev: Binding) -> bool:
@@ -337,6 +363,8 @@ def _check_source_kinds(
                 "input-source",
                 f"{where}: input{src.port} must be {kind}, but tensor {t!r} is {what}",
             )
+        if src.value is not None:  # value, value_in, shape: what the constant holds
+            check_const_value(graph, src.value, t, f"{where}: input{src.port}")
 
 
 def _out_node(b: Binding) -> Node:

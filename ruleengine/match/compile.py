@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import itertools
 import re
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -266,12 +267,19 @@ def _link_ops(
                 continue
             if op.input_sources is None:  # op 0: a root
                 continue
+            # two inputs reading one output of one op (Add(a, a)) keep their ports: with a
+            # free port each, both literals would be the same edge, met by one read
+            reads = Counter(
+                (s.from_op, s.output_idx) for s in op.input_sources if s.from_op is not None
+            )
             for src in op.input_sources:
                 if src.from_op is None or src.from_op not in last:
                     continue
                 slot = slots[dst]
-                port = None if slot.form is not None or _is_commutative(slot.types) else src.port
-                links.append(Link(last[src.from_op], dst, port))
+                free = slot.form is not None or _is_commutative(slot.types)
+                if reads[(src.from_op, src.output_idx)] > 1 and slot.form is None:
+                    free = False
+                links.append(Link(last[src.from_op], dst, None if free else src.port))
 
 
 # ---------------------------------------------------------------- the program
@@ -395,7 +403,7 @@ def order_literals_after(
         filters = [
             lit
             for lit in remaining
-            if lit[0] in ("tin", "cin") and _is_var(lit[1][0]) and lit[1][0] in bound
+            if lit[0] in _FILTERS and _is_var(lit[1][0]) and lit[1][0] in bound
         ]
         if filters:
             # a filter whose tensor var is already bound joins most tightly
@@ -405,9 +413,9 @@ def order_literals_after(
             connected = [
                 lit
                 for lit in remaining
-                if lit[0] not in ("tin", "cin") and any(a in bound for a in lit[1] if _is_var(a))
+                if lit[0] not in _FILTERS and any(a in bound for a in lit[1] if _is_var(a))
             ]
-            pool = connected or [lit for lit in remaining if lit[0] not in ("tin", "cin")]
+            pool = connected or [lit for lit in remaining if lit[0] not in _FILTERS]
             pool = pool or remaining
             pick = min(pool, key=cost)
         remaining.remove(pick)
@@ -417,6 +425,10 @@ def order_literals_after(
 
 
 _STATIC_CACHE: dict[str, int] = {}
+# literals that only test nodes already bound: shared inputs, constants, and the memo's
+# representatives (``REP``)
+REP = "rep"
+_FILTERS = ("tin", "cin", REP)
 
 
 def _static_rank(pred: str) -> int:
@@ -578,13 +590,17 @@ def program_text(
     defined_out: set[str] | None = None,
     chains: bool = False,
     distinct: bool = False,
+    anchored: Mapping[str, Mapping[str, int]] | None = None,
 ) -> str:
     """The Datalog program as text. ``alive``: predicates that have facts (clauses using
     any other fact predicate are left out, since they cannot match). ``chains``: a clause
     that is nothing but a chain of one edge predicate (a repeated op, e.g. ``repeat: {min:
     2, max: 8}``) calls a shared chain predicate instead (see ``_chain_clauses``).
     ``distinct``: two single-node slots whose types overlap get ``(A != B)`` as soon as
-    both are bound (the matcher drops every row binding a node twice anyway)."""
+    both are bound (the matcher drops every row binding a node twice anyway).
+    ``anchored``: per rule, per clause combo, the head position of its anchor; the clause
+    then also asks ``rep(anchor)`` (the memo's window: only rows anchored at a
+    representative are read, the others were computed for nothing)."""
     fact_preds = set(prog.edge_preds) | set(prog.node_preds) | {"tin", "cin"}
     live = None if alive is None else (fact_preds, alive)
     lines: list[str] = _header_comments(prog) if comments else []
@@ -603,7 +619,8 @@ def program_text(
                 chain_len[pred] = max(chain_len.get(pred, 0), len(nodes))
                 body = f"{_chain_pred(pred, len(nodes))}({', '.join(nodes)})"
             else:
-                ordered = _order_clause(lits, counts)
+                rep = _rep_literal(head, (anchored or {}).get(rule_name))
+                ordered = _order_clause(lits + rep, counts)
                 if distinct:
                     ordered = _with_distinct(ordered, overlapping_slots(prog, rule_name, head))
                 body = " & ".join(_fmt(lit) for lit in ordered)
@@ -613,6 +630,18 @@ def program_text(
     for pred in sorted(chain_len):
         lines.extend(_chain_clauses(pred, chain_len[pred]))
     return "\n".join(lines) + "\n"
+
+
+def _rep_literal(head: str, anchors: Mapping[str, int] | None) -> list[Literal]:
+    """``[rep(anchor variable)]`` for a clause head ``m_k('combo', V0, ...)`` whose combo
+    has an anchor in ``anchors``; else nothing."""
+    if not anchors:
+        return []
+    args = head[head.index("(") + 1 : -1].split(", ")
+    at = anchors.get(args[0].strip("'"))
+    if at is None or not _is_var(args[1 + at]):
+        return []
+    return [(REP, (args[1 + at],))]
 
 
 def _usable(lits: list[Literal], defined: set[str], live: tuple[set[str], set[str]] | None) -> bool:

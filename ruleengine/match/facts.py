@@ -12,6 +12,7 @@ from collections.abc import Iterator, Mapping, Sequence
 
 from ruleengine.graph.model import Graph, Node
 from ruleengine.match.compile import Program
+from ruleengine.match.values import const_values
 from ruleengine.ops.classes import OPAQUE_MARKER
 from ruleengine.ops.composites import const_rtol
 
@@ -118,16 +119,23 @@ def _tin_facts(
 def _cin_facts(
     graph: Graph, prog: Program, nodes: Sequence[Node], ntype: Mapping[str, str]
 ) -> Iterator[Fact]:
-    """Scalar constant operands equal (within the tolerance) to a constant the rules name."""
+    """Scalar constant operands equal (within the tolerance) to a constant the rules name,
+    also read through Identity/Cast (a mixed-precision export casts GELU's 0.5)."""
     rtol = const_rtol()
     for node in nodes:
         if ntype[node.name] not in prog.cin_types:
             continue
         for port, t in enumerate(node.inputs):
             tensor = graph.tensors.get(t) if t else None
-            if tensor is None or tensor.const_value is None or len(tensor.const_value) != 1:
+            if tensor is None:
                 continue
-            value = tensor.const_value[0]
+            held = tensor.const_value
+            if held is None and tensor.producer is not None and not tensor.is_constant:
+                through = const_values(graph, t)  # None unless a pass-through of a constant
+                held = tuple(through[0]) if through is not None else None
+            if held is None or len(held) != 1:
+                continue
+            value = held[0]
             if isinstance(value, bool) or not isinstance(value, (int, float)):
                 continue
             for key, want in prog.const_keys.items():

@@ -176,3 +176,32 @@ class MatchResult:
     # the plan counts as its matches), when the matcher counted them (``match.memo``,
     # as rows of ints); None: the plan counts them from the records.
     matched: Mapping[str, int] | None = field(default=None, compare=False)
+
+
+@dataclass(frozen=True)
+class WhyPlace:
+    """One place in the graph where a rule's pattern got closest (``match.whynot``)."""
+
+    nodes: tuple[str, ...]  # the matched prefix, in pattern-op order
+    node: str | None  # the node where the failing op was looked for (None: nowhere)
+    text: str  # what is there instead, e.g. "p2o.Mul.2 reads p2o.Add.3 (op 1) on input0"
+
+
+@dataclass(frozen=True)
+class WhyNot:
+    """Why a rule does not match a graph: how far its compiled clauses got, which pattern
+    op failed on which condition, where, and how to fix it (``match.whynot``)."""
+
+    rule: str
+    candidates: int  # candidates the rule has on the graph (0: it never matches)
+    alternative: int  # the alternative that got furthest (0 = match.ops)
+    op: int | None  # the failing pattern op, 0-based as ``from_op`` counts it
+    op_type: str
+    condition: str  # e.g. "op-type", "link", "port", "constant", "repeat", a near-miss code
+    message: str
+    hint: str  # how to fix it
+    location: str | None  # "file:line:col" of the failing op (or its input/param)
+    matched_ops: int  # pattern ops fully matched before the failure
+    prefix_places: int  # places where those ops matched
+    places: tuple[WhyPlace, ...] = ()
+    also: tuple[str, ...] = ()  # other alternatives, one line each

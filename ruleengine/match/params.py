@@ -337,7 +337,10 @@ def _check_param(
             )
         return
     if kind is ParamKind.SHAPE:
-        shape_check(m.check or name, want, graph, binding, f"{where}: {name}")
+        check = m.check or name
+        # the reason names the check and its value ("broadcast: false, but ..."); the
+        # param's own name only when it is another
+        shape_check(check, want, graph, binding, where if check == name else f"{where}: {name}")
         return
     if kind is ParamKind.VARIANT:
         _check_variant(m, binding, where, name, want)

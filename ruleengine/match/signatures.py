@@ -15,7 +15,7 @@ import numpy as np
 
 from ruleengine.graph.model import Graph, Node
 from ruleengine.match.facts import match_type
-from ruleengine.match.tensors import CONST_PASSTHROUGH, is_const_like
+from ruleengine.match.tensors import CONST_PASSTHROUGH, is_const_like, through_value_key
 
 # A tensor read by more than this many nodes is a hub: its readers are not neighbours of
 # each other or of its producer (a mask read by 2,048 layers would make every layer one
@@ -77,6 +77,10 @@ def _tensor_entries(graph: Graph, pos: Mapping[str, int], hubs: frozenset[str]) 
     for name, T in graph.tensors.items():
         const_like = T.is_constant or (T.producer in passthrough and is_const_like(graph, name))
         value = T.const_value
+        if value is None and const_like and not T.is_constant:
+            # the value behind Identity/Cast (rules check it: ``value: 3.0``), so layers
+            # whose constants differ there are not matched alike
+            value = through_value_key(graph, name)
         if value is not None:
             try:
                 hash(value)

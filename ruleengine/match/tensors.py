@@ -96,3 +96,43 @@ def is_const_like(graph: Graph, name: str) -> bool:
             return False
         name = producer.inputs[0]  # (CastLike's second input only gives the dtype)
     return False
+
+
+def const_source(graph: Graph, name: str) -> tuple[str, tuple[Node, ...]] | None:
+    """The constant behind tensor ``name`` (an initializer or Constant output, as
+    ``is_const_like`` follows it through Identity/Cast/CastLike/Transpose) and the
+    pass-through nodes from it to ``name``, in data-flow order; None when ``name`` is no
+    constant seen that way."""
+    chain: list[Node] = []
+    for _ in range(16):
+        tensor = graph.tensors.get(name)
+        if tensor is None:
+            return None
+        if tensor.is_constant:
+            return name, tuple(reversed(chain))
+        producer = graph.node(tensor.producer) if tensor.producer else None
+        if producer is None or producer.op_type not in CONST_PASSTHROUGH:
+            return None
+        if not producer.inputs or not producer.inputs[0]:
+            return None
+        chain.append(producer)
+        name = producer.inputs[0]
+    return None
+
+
+def through_value_key(graph: Graph, name: str) -> tuple | None:
+    """A hashable key of the value a pass-through node's output holds (the constant's
+    stored values, dtype and shape, and each pass-through op with its attributes): two
+    tensors with equal keys hold equal values. None when there is no stored value. The
+    repeated-structure memo puts it in a tensor's signature, so layers whose constants
+    differ in value behind an Identity/Cast are never matched alike."""
+    src = const_source(graph, name)
+    if src is None or not src[1]:
+        return None
+    tensor = graph.tensors[src[0]]
+    if tensor.const_value is None:
+        return None
+    steps = tuple(
+        (n.op_type, tuple(sorted((k, repr(v)) for k, v in n.attributes.items()))) for n in src[1]
+    )
+    return (tensor.const_value, tensor.dtype, tensor.shape, steps)

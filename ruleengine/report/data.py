@@ -22,7 +22,13 @@ DOCUMENT_VERSION = 1
 LOSERS_PER_GROUP = 20  # losers listed on a group's card (the rest counted)
 ROWS_PER_RULE = 50  # near misses / other rejections shown per rule (the rest counted)
 # verdicts of candidates whose matching failed on a detail: "near misses"
-NEAR_VERDICTS = ("constraint_failed", "near_miss", "param_mismatch", "pattern_mismatch")
+NEAR_VERDICTS = (
+    "constraint_failed",
+    "near_miss",
+    "param_mismatch",
+    "pattern_mismatch",
+    "const_value",
+)
 
 
 def report_document(plan: Plan, graph: Graph, detail: str = "compact") -> dict[str, Any]:
@@ -169,6 +175,15 @@ def _verification(v: Mapping[str, Any] | None) -> dict[str, Any] | None:
         "mode": v["mode"],
         "inputs": v["inputs"],
         "dropped": v["dropped_groups"],
+        # safe mode's rounds: [round, next, [[group, rule, target_op, reason], ...]]
+        "rounds": [
+            [
+                r["round"],
+                r["next"],
+                [[d["group"], d["rule"], d["target_op"], d["reason"]] for d in r["dropped"]],
+            ]
+            for r in v.get("rounds", ())
+        ],
         "error": v["error"],
         "outputs": [[o["name"], o["cosine"], o["max_abs_error"], o["ok"]] for o in v["outputs"]],
     }

@@ -112,6 +112,24 @@ def _summary(doc: dict[str, Any]) -> str:
     return '<div class="kpis">' + "".join(parts) + "</div>"
 
 
+def _safe_rounds(doc: dict[str, Any]) -> str:
+    """What ``--safe`` dropped, round by round (nothing when no group was dropped)."""
+    v = doc["verification"]
+    rounds = [] if v is None else v.get("rounds", [])
+    if not any(dropped for _, _, dropped in rounds):
+        return ""
+    items = "".join(
+        f"<li>round {r}: {len(dropped)} group(s) dropped, then {escape(nxt)}<ul>"
+        + "".join(
+            f"<li>group {g} ({escape(rule)} \u2192 {escape(op)}): {escape(why)}</li>"
+            for g, rule, op, why in dropped
+        )
+        + "</ul></li>"
+        for r, nxt, dropped in rounds
+    )
+    return f'<p><b>Safe mode</b> (verify, drop, solve again):</p><ul class="safe">{items}</ul>'
+
+
 def _rule_table(doc: dict[str, Any]) -> str:
     rows = "".join(
         f"<tr><td>{escape(r)}</td><td class=n>{m}</td><td class=n>{f}</td>"
@@ -154,6 +172,7 @@ def render_html(doc: dict[str, Any]) -> bytes:
 <div id="found" class="found"></div>
 <h2 id="summary">Summary</h2>
 {_summary(doc)}
+{_safe_rounds(doc)}
 <h2 id="traffic">HBM traffic before and after</h2>
 <div class="legend muted"><span class="lb" style="background:var(--before)"></span>before
 <span style="background:var(--after)"></span>after fusion (a group's saving is split over its

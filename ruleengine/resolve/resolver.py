@@ -4,9 +4,11 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from itertools import compress, repeat
 from operator import attrgetter, is_, is_not
+
+import numpy as np
 
 from ruleengine.cost.model import ScoredCandidate, Verdict
 from ruleengine.cost.scored import ScoredRecords
@@ -34,8 +36,15 @@ def resolve(
     seed: int = 0,
     jobs: int = 1,
     deterministic_s: float | None = None,
+    exclude: Collection[tuple] = (),
+    revive: Sequence[ScoredCandidate] = (),
 ) -> Resolution:
     """Choose the fused groups among the viable (``verdict == FUSE``) candidates.
+
+    ``exclude``: candidate keys (``Candidate.key``) never to choose, as if not viable;
+    ``revive``: viable records to choose among as well (``fuse --safe`` solves again
+    without the candidates whose groups failed verification, on the same scored records,
+    nothing matched or costed again, and revives the duplicates they had beaten).
 
     ``jobs`` > 1: the greedy choice (CP-SAT's hint) is made in a forked child while the
     components are formed and solved here (the same choice). ``deterministic_s`` (default:
@@ -47,7 +56,16 @@ def resolve(
     if deterministic_s is not None:
         time_limit_s = max(time_limit_s, DETERMINISTIC_WALL_FACTOR * deterministic_s)
     with paused_gc():
-        return _resolve(graph, scored, solver, time_limit_s, seed, jobs, deterministic_s)
+        return _resolve(
+            graph,
+            scored,
+            solver,
+            time_limit_s,
+            seed,
+            jobs,
+            deterministic_s,
+            (frozenset(exclude), tuple(revive)),
+        )
 
 
 def _resolve(
@@ -58,6 +76,7 @@ def _resolve(
     seed: int,
     jobs: int = 1,
     deterministic_s: float | None = None,
+    changes: tuple[frozenset[tuple], tuple[ScoredCandidate, ...]] = (frozenset(), ()),
 ) -> Resolution:
     if solver not in SOLVERS:
         raise UsageError(f"unknown solver {solver!r}; choose one of {', '.join(SOLVERS)}")
@@ -65,16 +84,17 @@ def _resolve(
     viable: Sequence[ScoredCandidate]
     nets: list[int] | None = None
     sets: list[tuple[int, ...]] | None = None
-    if isinstance(scored, ScoredRecords) and solver != "greedy" and _indexed(graph):
+    exclude, revive = changes
+    if isinstance(scored, ScoredRecords) and not revive and solver != "greedy" and _indexed(graph):
         # the cost stage's arrays: verdicts, costs, net bytes; each candidate's nodes as
         # node positions (a twin's from its source's), a record made only for what is
         # chosen (or read)
-        at = scored.viable()
+        at = _kept(scored, scored.viable(), exclude)
         viable = scored.view(at)
         nets = scored.nets[at].tolist()
         sets = scored.node_positions(at, topo_position(graph))
     elif isinstance(scored, ScoredRecords):
-        viable = scored.view(scored.viable())
+        viable = scored.view(_kept(scored, scored.viable(), exclude))
     else:
         # the verdicts compared by C-level maps (10^5-10^6 records on a stack), the few
         # viable ones then checked for a cost
@@ -82,6 +102,10 @@ def _resolve(
             compress(scored, map(is_, map(attrgetter("verdict"), scored), repeat(Verdict.FUSE)))
         )
         viable = list(compress(fuse, map(is_not, map(attrgetter("cost"), fuse), repeat(None))))
+        if exclude:
+            viable = [s for s in viable if s.candidate.key not in exclude]
+    if revive:
+        viable = [*viable, *(s for s in revive if s.candidate.key not in exclude)]
     if solver == "greedy":
         chosen = _order_chosen(graph, select_greedy(graph, viable))
         return Resolution(
@@ -115,6 +139,13 @@ def _resolve(
         time.perf_counter() - start,
         components,
     )
+
+
+def _kept(scored: ScoredRecords, at: np.ndarray, exclude: frozenset[tuple]) -> np.ndarray:
+    """The positions ``at`` less those whose candidate key is in ``exclude``."""
+    if not exclude:
+        return at
+    return at[[scored.candidate(int(p)).key not in exclude for p in at]]
 
 
 def _net(sc: ScoredCandidate) -> int:

@@ -33,6 +33,9 @@ def dot_bytes(graph: Graph, groups: Sequence[FusedGroup], *, only_groups: bool =
     the joined bytes, not every line's string beside the text and its encoding)."""
     member: dict[str, FusedGroup] = {n: g for g in groups for n in g.nodes}
     nodes = _shown_nodes(graph, member) if only_groups else list(graph.nodes)
+    # Constant nodes are no boxes (half the nodes of a Paddle export): each is folded
+    # into its consumers' labels ("const 3" / "const [64]"); a grouped one stays a box
+    nodes = [n for n in nodes if n.op_type != "Constant" or n.name in member]
     names = {n.name for n in nodes}
     ids = {n.name: f"n{i}" for i, n in enumerate(nodes)}
     parts: list[bytes] = []
@@ -54,7 +57,8 @@ def dot_bytes(graph: Graph, groups: Sequence[FusedGroup], *, only_groups: bool =
             parts.append(_encoded(lines))
     for n in nodes:
         fill = ', fillcolor="#dbe9ff"' if n.name in member else ""
-        lines.append(f"  {ids[n.name]} [label={_q(n.op_type + chr(10) + n.name)}{fill}];")
+        label = n.op_type + "\n" + n.name + _constants(graph, n, names)
+        lines.append(f"  {ids[n.name]} [label={_q(label)}{fill}];")
         if len(lines) >= CHUNK_LINES:
             parts.append(_encoded(lines))
     io_ids = {} if only_groups else _io_nodes(graph, lines)
@@ -66,6 +70,31 @@ def dot_bytes(graph: Graph, groups: Sequence[FusedGroup], *, only_groups: bool =
     lines.append("}")
     parts.append(_encoded(lines))
     return b"".join(parts)
+
+
+FOLDED_CONSTANTS = 3  # constant inputs named in a consumer's label, at most
+
+
+def _constants(graph: Graph, node: Node, shown: set[str]) -> str:
+    """The inputs ``node`` reads from Constant nodes not drawn, as label lines: a value
+    of a few elements, else the shape (at most ``FOLDED_CONSTANTS``, then a count)."""
+    out: list[str] = []
+    for t in node.inputs:
+        tensor = graph.tensors.get(t) if t else None
+        if tensor is None or not tensor.producer or tensor.producer in shown:
+            continue
+        producer = graph.node(tensor.producer)
+        if producer is None or producer.op_type != "Constant":
+            continue
+        value = tensor.const_value
+        if value is not None and len(value) <= 4:
+            shown_value = ", ".join(f"{v:g}" if isinstance(v, float) else str(v) for v in value)
+            out.append(f"const {shown_value}")
+        else:
+            out.append(f"const {_shape(tensor.shape)}")
+    if len(out) > FOLDED_CONSTANTS:
+        out = [*out[:FOLDED_CONSTANTS], f"+{len(out) - FOLDED_CONSTANTS} more const"]
+    return "".join("\n" + line for line in out)
 
 
 def _shown_nodes(graph: Graph, member: Mapping[str, FusedGroup]) -> list[Node]:

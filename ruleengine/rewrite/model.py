@@ -104,6 +104,34 @@ class GroupCheck:
 
 
 @dataclass(frozen=True)
+class DroppedGroup:
+    """A group ``fuse --safe`` dropped, numbered as in the round that dropped it."""
+
+    group: int
+    rule: str
+    target_op: str
+    nodes: tuple[str, ...]
+    reason: str  # how it was found, and the group's own error when one was recorded
+    found_by: str = ""  # isolation check, bisection, per-group check or contract
+
+
+@dataclass(frozen=True)
+class SafeRound:
+    """One round of ``fuse --safe``: the plan verified, the groups that failed (excluded
+    from every later solve) and what came next: ``re-solved`` (the solver ran again
+    without them), ``kept`` (it chose the remaining groups again: nothing to add),
+    ``passed`` (nothing failed) or ``round limit`` (failures dropped, no more solving)."""
+
+    round: int
+    groups: int  # groups verified in this round
+    net_bytes: int  # the net bytes saved by the plan this round verified
+    dropped: tuple[DroppedGroup, ...]
+    found_by: str | None
+    runs: int  # onnxruntime runs of this round
+    next: str
+
+
+@dataclass(frozen=True)
 class Verification:
     """Numerical comparison of the original and the fused model in onnxruntime (CPU)."""
 
@@ -120,6 +148,7 @@ class Verification:
     estimate_bytes: int | None = None  # estimated onnxruntime memory of a whole-model run
     available_bytes: int | None = None  # memory available when the choice was made
     groups: tuple[GroupCheck, ...] = ()  # per-group mode: one check per group
+    rounds: tuple[SafeRound, ...] = ()  # safe mode: each verify, drop and re-solve round
 
 
 @dataclass(frozen=True)

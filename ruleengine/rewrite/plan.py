@@ -26,6 +26,7 @@ from ruleengine.rewrite.model import (
 )
 from ruleengine.rewrite.outpaths import safe_relpath
 from ruleengine.rewrite.rejections import ListedRejections, RejectedCandidates, match_counts
+from ruleengine.rules.checks import check_unknown_params
 from ruleengine.rules.model import FrozenMap, Rule, RuleSet, default_kernel_name
 
 
@@ -252,8 +253,12 @@ def build_plan(
     fused: dict[str, int] = {}
     for g in groups:
         fused[g.rule] = fused.get(g.rule, 0) + 1
+    # a rule with a param its op does not have (AF303) never matches: its structural
+    # matches are near misses only, never counted as matched
+    never = {r.name for r in rule_set.rules if check_unknown_params(r)}
     stats = tuple(
-        RuleStats(r.name, matched.get(r.name, 0), fused.get(r.name, 0)) for r in rule_set.rules
+        RuleStats(r.name, 0 if r.name in never else matched.get(r.name, 0), fused.get(r.name, 0))
+        for r in rule_set.rules
     )
     n_before = len(graph.nodes)
     n_after = n_before - sum(len(g.nodes) for g in groups) + len(groups)

@@ -111,6 +111,28 @@ def verification_json(v: Verification | None, *, memory: bool = False) -> dict[s
             for c in v.groups
         ],
         "outputs": [_output_json(o) for o in v.outputs],
+        "rounds": [
+            {
+                "round": r.round,
+                "groups": r.groups,
+                "net_bytes": r.net_bytes,
+                "found_by": r.found_by,
+                "runs": r.runs,
+                "next": r.next,
+                "dropped": [
+                    {
+                        "group": d.group,
+                        "rule": d.rule,
+                        "target_op": d.target_op,
+                        "nodes": list(d.nodes),
+                        "reason": d.reason,
+                        "found_by": d.found_by,
+                    }
+                    for d in r.dropped
+                ],
+            }
+            for r in v.rounds
+        ],
     }
 
 

@@ -5,10 +5,11 @@ Reporters only render the plan record; they compute nothing the plan does not ho
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Any
 
-from ruleengine.rewrite.model import REPORT_SCHEMA_VERSION, Plan, Verification
+from ruleengine.rewrite.model import REPORT_SCHEMA_VERSION, Plan, Rejection, Verification
 from ruleengine.rewrite.plan_json import verification_json
 from ruleengine.rewrite.rejections import first_rejections, rejected_by_verdict
 
@@ -98,6 +99,10 @@ def report_json(plan: Plan, files: Sequence[str] = (), *, timings: bool = True) 
         "verification": verification_json(plan.verification, memory=True),
         "files": list(files),
     }
+    if out["verification"] is not None:
+        out["verification"]["not_checked"] = [
+            {"groups": n, "reason": why} for n, why in unchecked_groups(plan)
+        ]
     if timings:
         out["solver"]["seconds"] = round(plan.solver_seconds, 6)
         out["timings_s"] = {k: round(v, 6) for k, v in plan.timings}
@@ -147,6 +152,7 @@ def report_text(
     lines += _totals_text(plan, timings)
     lines.append("")
     lines += _verification_text(plan.verification)
+    lines += [f"  {n} group(s) not checked: {why}" for n, why in unchecked_groups(plan)]
     if files:
         lines.append("")
         lines.append(f"Files written{' to ' + outdir if outdir else ''}:")
@@ -197,6 +203,25 @@ def _groups_text(plan: Plan) -> list[str]:
     return lines
 
 
+def _natural_key(name: str) -> tuple:
+    """``Conv.9`` before ``Conv.10``: digit runs compare as numbers (as ``match`` lists)."""
+    return tuple((0, int(p), "") if p.isdigit() else (1, 0, p) for p in re.split(r"(\d+)", name))
+
+
+def _natural_order(rejections: Sequence[Rejection]) -> list[Rejection]:
+    """The rejections listed by rule, then node names in natural order, then code (each
+    name's key made once: a full list repeats every node in many rejections)."""
+    keys: dict[str, tuple] = {}
+
+    def key(name: str) -> tuple:
+        got = keys.get(name)
+        if got is None:
+            got = keys[name] = _natural_key(name)
+        return got
+
+    return sorted(rejections, key=lambda r: (key(r.rule), tuple(map(key, r.nodes)), r.code))
+
+
 def _rejected_text(plan: Plan, max_rejected: int | None, detail: str) -> list[str]:
     """The candidates not fused (all, a few per rule and verdict, or the first ones)."""
     lines: list[str] = []
@@ -207,10 +232,10 @@ def _rejected_text(plan: Plan, max_rejected: int | None, detail: str) -> list[st
         if max_rejected is None:  # report.txt: in full, or a few per (rule, verdict)
             from ruleengine.rewrite.rejections import shown_rejections
 
-            shown = shown_rejections(plan, detail)
+            shown = _natural_order(shown_rejections(plan, detail))
             rows = [[r.rule, _nodes_short(r.nodes), r.verdict, r.reason] for r in shown]
         else:  # a terminal: the first rows, each fitting a line or two
-            shown = first_rejections(plan.rejected, max_rejected)
+            shown = _natural_order(first_rejections(plan.rejected, max_rejected))
             rows = [
                 [r.rule, _nodes_short(r.nodes, 2), r.verdict, _clip(r.reason, TERMINAL_REASON)]
                 for r in shown
@@ -279,6 +304,28 @@ def _totals_text(plan: Plan, timings: bool) -> list[str]:
     return lines
 
 
+# contract statuses whose fused function is the group's own subgraph, with no reference
+# to compare it with: verification compares the subgraph with itself
+_UNCHECKED = {
+    "no-contract": "no kernel entry (their function is their own subgraph)",
+    "no-reference": "their kernel entry has no form or structure to check against (their "
+    "function is their own subgraph)",
+}
+
+
+def unchecked_groups(plan: Plan) -> list[tuple[int, str]]:
+    """(count, why) of the fused groups a verification run did not really check: PASSED
+    says nothing about them."""
+    if plan.verification is None:
+        return []
+    counts: dict[str, int] = {}
+    for g in plan.groups:
+        status = g.contract.status if g.contract is not None else None
+        if status in _UNCHECKED:
+            counts[status] = counts.get(status, 0) + 1
+    return [(counts[s], why) for s, why in _UNCHECKED.items() if s in counts]
+
+
 def _verification_text(v: Verification | None) -> list[str]:
     """The verification's verdict, per group and per output."""
     lines: list[str] = []
@@ -321,6 +368,34 @@ def _verification_text(v: Verification | None) -> list[str]:
                 + ", ".join(str(i) for i in v.dropped_groups)
                 + f" (found by {v.found_by}; {v.runs} onnxruntime runs)"
             )
+        lines += _rounds_text(v)
+    return lines
+
+
+_NEXT = {
+    "passed": "every group passed",
+    "re-solved": "solved again without the dropped candidates",
+    "kept": "solved again: the remaining groups stand (no other candidate takes their place)",
+    "round limit": "round limit reached: failures dropped, not solved again",
+}
+
+
+def _rounds_text(v: Verification) -> list[str]:
+    """Safe mode's rounds, when one dropped a group: per round the plan verified, each
+    group dropped (its round's number, rule, kernel, first node) and why, and what next."""
+    if not any(r.dropped for r in v.rounds):
+        return []
+    lines = ["  safe mode rounds (group numbers as in their round):"]
+    for r in v.rounds:
+        lines.append(
+            f"    round {r.round}: {r.groups} group(s), net saved {fmt_bytes(r.net_bytes)}, "
+            f"{len(r.dropped)} dropped; {_NEXT.get(r.next, r.next)}"
+        )
+        lines += [
+            f"      dropped group {d.group} ({d.rule} -> {d.target_op}, {_nodes_short(d.nodes, 2)})"
+            f": {d.reason}"
+            for d in r.dropped
+        ]
     return lines
 
 

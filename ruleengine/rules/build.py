@@ -9,6 +9,8 @@ dtypes, impossible input ports, output paths escaping the output directory.
 from __future__ import annotations
 
 import difflib
+import functools
+import math
 import os
 import posixpath
 from pathlib import PurePosixPath, PureWindowsPath
@@ -19,7 +21,9 @@ from ruleengine.diagnostics.model import Diagnostic
 from ruleengine.ops.aliases import known_type_names, op_type_info
 from ruleengine.paths import NAME_MAX, PATH_MAX
 from ruleengine.rules.model import (
+    MAX_VALUE_NUMEL,
     Constraint,
+    ConstValue,
     FrozenMap,
     InputSource,
     MatchAlternative,
@@ -326,6 +330,91 @@ class _Checker:
             )
         if has_from:
             self.check_from_op(ops, i, sp, src)
+        if any(k in src for k in VALUE_KEYS):
+            self.check_value(ops[i]["type"], sp, src)
+
+    def check_value(self, op_type: str, sp: tuple, src: dict) -> None:
+        """``value``/``value_in``/``tolerance``/``shape``: on a constant input only, not
+        contradicting itself, small enough to be read, of a type the input can hold."""
+        keys = [k for k in VALUE_KEYS if k in src]
+        if src.get("source_type") != "const":
+            self.add(
+                "value-not-const",
+                f"{dotted(sp)}: `{keys[0]}` is checked only on a constant input, but this "
+                f"input {_source_words(src)}",
+                (*sp, keys[0]),
+                "write `source_type: const` beside it (the value is read through "
+                "Identity/Cast/Transpose), or drop the value check",
+                key=True,
+            )
+            return
+        has_value, has_in = "value" in src, "value_in" in src
+        if has_value and has_in:
+            self.add(
+                "bad-value-spec",
+                f"{dotted(sp)}: give `value` or `value_in`, not both",
+                (*sp, "value_in"),
+                "value: v (every element v), value_in: [v1, v2] (each element one of them)",
+                key=True,
+            )
+        if "tolerance" in src and not (has_value or has_in):
+            self.add(
+                "bad-value-spec",
+                f"{dotted(sp)}: `tolerance` without `value` or `value_in` checks nothing",
+                (*sp, "tolerance"),
+                "add `value: ...` (or `value_in: [...]`), or drop the tolerance",
+                key=True,
+            )
+        self.check_value_size(sp, src)
+        wants = _value_numbers(src)
+        if wants:
+            self.check_value_type(op_type, sp, src, wants)
+
+    def check_value_size(self, sp: tuple, src: dict) -> None:
+        """A ``value`` list as long as ``shape`` holds; no value read past the size cap."""
+        shape = src.get("shape")
+        numel = 1 if shape == "scalar" else math.prod(shape) if isinstance(shape, list) else None
+        value = src.get("value")
+        if isinstance(value, list) and numel is not None and len(value) != numel:
+            self.add(
+                "bad-value-spec",
+                f"{dotted(sp)}: `value` lists {len(value)} number(s) but `shape` "
+                f"{_shape_text(shape)} holds {numel}",
+                (*sp, "value"),
+                "list one number per element, or write one number (every element equals it)",
+                key=True,
+            )
+        if numel is not None and numel > MAX_VALUE_NUMEL and ("value" in src or "value_in" in src):
+            self.add(
+                "value-on-big-tensor",
+                f"{dotted(sp)}: a value check on a constant of {numel:,} elements; values are "
+                f"read only from constants of at most {MAX_VALUE_NUMEL} elements",
+                (*sp, "value" if "value" in src else "value_in"),
+                "check the shape alone (drop value/value_in), never a weight's bytes",
+                key=True,
+            )
+
+    def check_value_type(self, op_type: str, sp: tuple, src: dict, wants: list) -> None:
+        """A value the input's element types can hold (no fraction on an integer input)."""
+        port = int(sp[-1][len("input") :])
+        kinds = input_kinds(op_type, port)
+        if not kinds:
+            return
+        key = "value" if "value" in src else "value_in"
+        fraction = next((w for w in wants if isinstance(w, float) and not w.is_integer()), None)
+        if "float" not in kinds and "int" not in kinds:
+            why = f"takes only {' or '.join(sorted(kinds))} tensors"
+        elif "float" not in kinds and fraction is not None:
+            why = f"takes only integer tensors, so {fraction!r} never holds"
+        else:
+            return
+        self.add(
+            "value-type-mismatch",
+            f"{dotted(sp)}: input{port} of {op_type} {why}",
+            (*sp, key),
+            "write a value the input's type can hold (see the op's ONNX schema)",
+            key=True,
+        )
 
     def check_from_op(self, ops: list, i: int, sp: tuple, src: dict) -> None:
         """``from_op: j``: an earlier op, with the output ``output_idx`` names."""
@@ -539,6 +628,9 @@ class _Checker:
             tensor_layout=rw.get("tensor_layout"),
             kernel_config=freeze(rw.get("kernel_config") or {}),
             location=m.value(("rewrite",)),
+            attribute_locations=FrozenMap(
+                {str(k): m.key(("rewrite", "attributes", k)) for k in rw.get("attributes") or {}}
+            ),
         )
 
     def build_output(self) -> OutputSpec:
@@ -583,6 +675,7 @@ class _Checker:
                             if "same_as" in s
                             else None,
                             location=m.key((*path, "input_sources", name)),
+                            value=const_value(s, m.key((*path, "input_sources", name))),
                         )
                         for name, s in sources.items()
                     ),
@@ -595,6 +688,88 @@ class _Checker:
             fan_out=bool(rep.get("fan_out", False)),
             location=m.value(path),
         )
+
+
+VALUE_KEYS = ("value", "value_in", "tolerance", "shape")
+
+
+def const_value(src: dict, location: Any = None) -> ConstValue | None:
+    """The value check of one ``input_sources`` entry, or None when it has none."""
+    if not any(k in src for k in VALUE_KEYS):
+        return None
+    value = src.get("value")
+    tol = src.get("tolerance") or {}
+    shape = src.get("shape")
+    return ConstValue(
+        value=tuple(value) if isinstance(value, list) else value,
+        value_in=tuple(src["value_in"]) if "value_in" in src else None,
+        shape=tuple(shape) if isinstance(shape, list) else shape,
+        rel=tol.get("rel"),
+        abs=tol.get("abs"),
+        location=location,
+    )
+
+
+def _value_numbers(src: dict) -> list:
+    value = src.get("value")
+    if isinstance(value, list):
+        return list(value)
+    if value is not None:
+        return [value]
+    return list(src.get("value_in") or [])
+
+
+def _shape_text(shape: Any) -> str:
+    return "scalar" if shape == "scalar" else "[" + ", ".join(map(str, shape)) + "]"
+
+
+def _source_words(src: dict) -> str:
+    """What an input source says its tensor is, in words (for AF213)."""
+    if "from_op" in src:
+        return f"is op {src['from_op']}'s output"
+    if "same_as" in src:
+        return "is the same tensor as another op's input (same_as)"
+    if "source_type" in src:
+        return f"is `source_type: {src['source_type']}`, which may be an activation"
+    return "has no `source_type`"
+
+
+_TYPE_KINDS = (
+    ("float", ("float", "double", "bfloat16")),
+    ("int", ("int", "uint")),
+    ("bool", ("bool",)),
+    ("string", ("string",)),
+)
+
+
+@functools.cache
+def input_kinds(op_type: str, port: int) -> frozenset[str]:
+    """The element kinds (float, int, bool, string) input ``port`` of an ONNX op (or
+    of the ONNX ops an alias stands for) takes in any opset version; empty when not
+    known (composites, classes, an op with no such input)."""
+    from ruleengine.graph.onnxlite import all_schemas_with_history
+
+    info = op_type_info(op_type)
+    if info.kind not in ("alias", "onnx") or info.composites:
+        return frozenset()
+    out: set[str] = set()
+    for schema in all_schemas_with_history():
+        if schema.name not in info.onnx_types or schema.domain not in ("", "ai.onnx"):
+            continue
+        inputs = list(schema.inputs)
+        if not inputs:
+            continue
+        formal = inputs[min(port, len(inputs) - 1)]
+        if port >= len(inputs) and "Variadic" not in str(formal.option):
+            continue  # no such input in this version
+        allowed = [formal.type_str]
+        for c in schema.type_constraints:
+            if c.type_param_str == formal.type_str:
+                allowed = list(c.allowed_type_strs)
+        for t in allowed:
+            elem = t.removeprefix("tensor(").removeprefix("seq(tensor(").split(")")[0]
+            out.update(kind for kind, prefixes in _TYPE_KINDS if elem.startswith(prefixes))
+    return frozenset(out)
 
 
 def _escapes(path: str) -> bool:

@@ -1,14 +1,17 @@
 """Lint checks on loaded rules (``check``): per rule, then across the rule set.
 
 One function per check, registered in ``RULE_CHECKS`` / ``SET_CHECKS``; each returns
-diagnostics and never raises. Per rule: params the op does not have (AF303), patterns
-that only fuse metadata ops (AF304), contradictory params (AF305). Across the set:
+diagnostics and never raises. Per rule: patterns that only fuse metadata ops (AF304),
+contradictory params (AF305); params the op does not have (AF217 errors, AF303
+warnings) are found while loading (``lint.lint_file`` calls ``check_unknown_params``).
+Across the set:
 duplicate names (AF301), same-priority rules matching the same op sequence (AF302).
 """
 
 from __future__ import annotations
 
 import difflib
+import functools
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
@@ -88,8 +91,9 @@ def check_unknown_params(rule: Rule) -> list[Diagnostic]:
 
 
 def unknown_params(op: OpPattern, where: Location | None) -> list[Diagnostic]:
-    """AF303 for each param ``op`` names that its type does not have (also used on the
-    ops of a rule that has errors elsewhere, so its warnings are not hidden)."""
+    """AF217 (spelt like a param the op has: an error) or AF303 (a warning) for each
+    param ``op`` names that its type does not have (also used on the ops of a rule that
+    has errors elsewhere, so these findings are not hidden)."""
     info = op_type_info(op.type)
     names = info.param_names()
     if names is None:
@@ -104,7 +108,7 @@ def unknown_params(op: OpPattern, where: Location | None) -> list[Diagnostic]:
         hint += f"{op.type} has {have}"
         out.append(
             codes.make(
-                "unknown-param",
+                "misspelt-param" if close else "unknown-param",
                 f"{op.type} has no parameter {param!r}; no node has it, so this op never matches",
                 op.param_locations.get(param, where),
                 hint=hint,
@@ -485,8 +489,62 @@ def check_internal_ports(rule: Rule) -> list[Diagnostic]:
     return out
 
 
+def check_removed_params(rule: Rule) -> list[Diagnostic]:
+    """AF308 for a param that ONNX dropped from the op at some opset (and the alias does
+    not map): on a model of that opset or later the op never matches."""
+    out = []
+    for alt in rule.alternatives:
+        for op in alt.ops:
+            info = op_type_info(op.type)
+            if info.kind not in ("alias", "onnx") or info.composites:
+                continue
+            mapped = set(info.alias.params) if info.alias is not None else set()
+            for param in op.params:
+                gone = [_removed_at(t, param) for t in info.onnx_types]
+                if param in mapped or not gone or any(g is None for g in gone):
+                    continue
+                at, port = min(g for g in gone if g is not None)
+                hint = (
+                    f"from opset {at} it is input {port}: write input_sources: {{input{port}: "
+                    "{source_type: const, value: ...}} to match newer models"
+                    if port is not None
+                    else "keep it for models of older opsets only, or drop it"
+                )
+                out.append(
+                    codes.make(
+                        "removed-param",
+                        f"{op.type} has {param!r} only before opset {at}; on a model of opset "
+                        f"{at} or later no node has it, so this op never matches there",
+                        _loc(rule, op, param),
+                        hint=hint,
+                    )
+                )
+    return out
+
+
+@functools.cache
+def _removed_at(onnx_type: str, param: str) -> tuple[int, int | None] | None:
+    """(the opset version of ``onnx_type`` that dropped attribute ``param``, the input
+    that took its place or None) when the newest version lacks it; None when the newest
+    version has it, or no version does."""
+    from ruleengine.graph.onnxlite import all_schemas_with_history
+
+    versions = sorted(
+        (s.since_version, param in s.attributes, s)
+        for s in all_schemas_with_history()
+        if s.name == onnx_type and s.domain in ("", "ai.onnx")
+    )
+    having = [k for k, (_v, has, _s) in enumerate(versions) if has]
+    if not having or versions[-1][1] or having[-1] + 1 >= len(versions):
+        return None
+    _v, _has, schema = versions[having[-1] + 1]
+    port = next((i for i, f in enumerate(schema.inputs) if f.name == param), None)
+    return schema.since_version, port
+
+
+# unknown params (AF217, AF303) are found while loading (``lint.lint_file``)
 RULE_CHECKS: dict[str, Callable[[Rule], list[Diagnostic]]] = {
-    "unknown-param": check_unknown_params,
+    "removed-param": check_removed_params,
     "no-hbm-saving": check_no_hbm_saving,
     "never-matches": check_never_matches,
     "disconnected-pattern": check_disconnected,

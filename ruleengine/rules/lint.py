@@ -157,8 +157,8 @@ def lint_file(
     path: Path, display: str | None = None, text: str | None = None, *, set_checks: bool = False
 ) -> LintResult:
     """Read, validate and check one file. Only documents without errors become rules;
-    with ``set_checks`` (``check``) the ops of a document with errors are still linted,
-    so a rule's warnings show while it has errors too."""
+    the params of a document with errors are still checked (AF303), so they show while
+    it has other errors too."""
     display = display if display is not None else _display(path)
     docs, diags = read_documents(path, display, text)
     rules: list[Rule] = []
@@ -190,15 +190,19 @@ def lint_file(
         diags.extend(found)
         if any(d.severity == Severity.ERROR for d in found):
             diags.extend(semantic_findings(doc))  # more findings in one run, best effort
-            if set_checks:
-                diags.extend(_provisional_warnings(doc))
+            diags.extend(_provisional_params(doc))
             continue
         rule, more = check_and_build(doc)
         diags.extend(more)
-        if rule is not None:
+        # a param the op does not have never holds: spelt like one it has, an error
+        # (AF217: the rule is refused by verify, check and every command loading it);
+        # otherwise a warning (AF303), the rule loads and its op never matches
+        unknown = checks.check_unknown_params(rule) if rule is not None else []
+        diags.extend(unknown)
+        if rule is not None and not any(d.severity == Severity.ERROR for d in unknown):
             rules.append(rule)
-        elif set_checks:
-            diags.extend(_provisional_warnings(doc))
+        elif rule is None:
+            diags.extend(_provisional_params(doc))
     return LintResult(
         tuple(rules),
         tuple(sorted(diags, key=Diagnostic.sort_key)),
@@ -206,8 +210,9 @@ def lint_file(
     )
 
 
-def _provisional_warnings(doc: Document) -> list[Diagnostic]:
-    """Best effort on a document that has errors: never a crash, at worst no warning."""
+def _provisional_params(doc: Document) -> list[Diagnostic]:
+    """Unknown params (AF303) of a document that has other errors, best effort: never a
+    crash, at worst no finding."""
     try:
         return [d for op in provisional_ops(doc) for d in checks.unknown_params(op, op.location)]
     except Exception:  # the errors already found are what the user sees

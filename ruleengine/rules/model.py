@@ -16,6 +16,33 @@ from ruleengine.records import FrozenMap, ParamValue  # noqa: F401 - re-exported
 
 SOURCE_TYPES = ("const_or_param", "const", "graph_input", "any")
 
+# A value check reads a constant's values only when it has at most this many elements
+# (the graph loader keeps no more: ``graph.values.SMALL_CONST_NUMEL``); never weight bytes.
+MAX_VALUE_NUMEL = 64
+
+
+@dataclass(frozen=True)
+class ConstValue:
+    """What a constant input must hold (``value``, ``value_in``, ``tolerance``, ``shape``
+    of an ``input_sources`` entry with ``source_type: const``).
+
+    ``value``: one number (every element equals it) or a flat list (the elements, in
+    order); ``value_in``: every element is one of these numbers; ``shape``: the exact
+    shape, or ``"scalar"`` (one element, any rank); ``rel``/``abs``: the tolerance, None
+    for the default of the constant's dtype."""
+
+    value: float | tuple[float, ...] | None = None
+    value_in: tuple[float, ...] | None = None
+    shape: tuple[int, ...] | str | None = None
+    rel: float | None = None
+    abs: float | None = None
+    location: Location | None = None
+
+    @property
+    def checks_values(self) -> bool:
+        """Whether the constant's elements are read (not only its shape)."""
+        return self.value is not None or self.value_in is not None
+
 
 @dataclass(frozen=True)
 class InputSource:
@@ -28,6 +55,8 @@ class InputSource:
     # the same tensor as input ``same_as[1]`` of op ``same_as[0]`` (RoPE reads x twice)
     same_as: tuple[int, int] | None = None
     location: Location | None = None
+    # ``source_type: const`` with a value, set of values, tolerance or shape to hold
+    value: ConstValue | None = None
 
 
 @dataclass(frozen=True)
@@ -127,6 +156,8 @@ class Rewrite:
     tensor_layout: str | None = None
     kernel_config: FrozenMap = field(default_factory=FrozenMap)
     location: Location | None = None
+    # where each key of ``attributes`` is written (lint points at the key itself)
+    attribute_locations: FrozenMap = field(default_factory=FrozenMap, compare=False)
 
 
 # What ``fuse`` itself writes at the top of OUTDIR: a rule's output may not use these names.

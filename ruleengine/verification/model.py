@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from ruleengine.rewrite.model import FusedGroup, Verification
@@ -19,6 +20,7 @@ class VerifyOutcome:
     dropped: tuple[FusedGroup, ...]
     fused: onnx.ModelProto
     verification: Verification
+    found: Mapping[int, str] = field(default_factory=dict)  # dropped group id -> found by
 
 
 @dataclass(frozen=True)

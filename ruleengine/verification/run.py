@@ -104,7 +104,8 @@ def _contract_failures(
                 )
             ),
         )
-        outcome = replace(outcome, dropped=(*contract_failed, *outcome.dropped))
+        found = {**outcome.found, **{g.id: "contract" for g in contract_failed}}
+        outcome = replace(outcome, dropped=(*contract_failed, *outcome.dropped), found=found)
     else:
         v = replace(
             v,
@@ -144,6 +145,7 @@ def _per_group(
         kept = tuple(g for g in groups if g.id not in failed)
         fused = build(kept)
     ok = not failed or safe
+    found = {g.id: "per-group check" for g in dropped}
     v = Verification(
         ok,
         source,
@@ -153,7 +155,7 @@ def _per_group(
         found_by="per-group check" if dropped else None,
         groups=checks,
     )
-    return VerifyOutcome(kept, dropped, fused, v)
+    return VerifyOutcome(kept, dropped, fused, v, found)
 
 
 def _reference(path: Path, feeds: dict, source: str, inputs: str | Path | None) -> Any:
@@ -212,6 +214,7 @@ def _whole(
     found_by: list[str] = []
     dropped: tuple[FusedGroup, ...] = ()
     kept = tuple(groups)
+    isolated: tuple[FusedGroup, ...] = ()
     if safe and not result.ok and kept:
         # 1. each fused node on its own, fed the original's values: exact and linear
         isolated, extra = numerics.isolate_failures(
@@ -246,4 +249,8 @@ def _whole(
         dropped_groups=tuple(sorted(g.id for g in dropped)),
         found_by=" + ".join(found_by) or None,
     )
-    return VerifyOutcome(tuple(kept), tuple(dropped), fused, result)
+    isolated_ids = (
+        {g.id for g in isolated} if safe and found_by[:1] == ["isolation check"] else set()
+    )
+    found = {g.id: "isolation check" if g.id in isolated_ids else "bisection" for g in dropped}
+    return VerifyOutcome(tuple(kept), tuple(dropped), fused, result, found)

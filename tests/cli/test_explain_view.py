@@ -16,8 +16,10 @@ SHARED = Path(__file__).resolve().parents[2] / ".." / "shared"
 
 CHAIN = """
 <ir_version: 8, opset_import: ["" : 17]>
-g (float[64,64] x) => (float[64,64] y, float[64,64] z)
+g (float[64,64] x) => (float[64,64] y, float[64,64] z, float[64,64] w)
 {
+  [soft_3] s = Softmax <axis: int = 1> (x)
+  [abs_3] w = Abs (s)
   [relu_5] a = Relu (x)
   [sig_7] b = Sigmoid (a)
   [tanh_9] c = Tanh (b)
@@ -47,14 +49,16 @@ rewrite:
 name: branchy
 match:
   ops:
-    - type: Relu
-      params: {alpha: 1.0}
-    - type: Sigmoid
+    - type: Add
+      params: {axis: 1}
+    - type: Abs
+      input_sources: {input0: {from_op: 0}}
   branches:
     - ops:
-        - type: Add
-          params: {alpha: 2.0}
+        - type: Softmax
+          params: {axis: 0}
         - type: Abs
+          input_sources: {input0: {from_op: 0}}
 rewrite:
   target_op: B
 """
@@ -104,8 +108,8 @@ def test_lost_to_is_structured_in_json_and_candidates_sort_naturally(case):
 def test_near_misses_are_shown_per_branch_with_param_mismatch(case):
     out = run_cli("explain", "m.onnx", "--rules", "rules.yaml").stdout
     near = out[out.index("Near misses") :]
-    assert "branchy match.ops: 1 param_mismatch" in near and "alpha" in near
-    assert "branchy branches[0]: 1 param_mismatch" in near
+    assert "branchy match.ops: 1 param-mismatch" in near and "axis" in near
+    assert "branchy branches[0]: 1 param-mismatch" in near
 
 
 def test_units_are_binary_and_named_so(case):

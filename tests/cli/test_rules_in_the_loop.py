@@ -44,20 +44,22 @@ def case(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return tmp_path
 
 
-def _af303(stderr: str) -> list[str]:
-    return [line for line in stderr.splitlines() if "AF303" in line]
+def _af217(stderr: str) -> list[str]:
+    return [line for line in stderr.splitlines() if "AF217" in line]
 
 
 def test_fuse_names_a_misspelt_param_and_does_not_widen_the_rule(case: Path):
     right = run_cli("fuse", "m.onnx", "--rules", "right.yaml", "-o", "out1", "-f", "json")
     assert right.exit_code == 0, right.stderr
     assert len(json.loads(right.stdout)["groups"]) == 2
-    assert _af303(right.stderr) == []
+    assert _af217(right.stderr) == []
     typo = run_cli("fuse", "m.onnx", "--rules", "typo.yaml", "-o", "out2", "-f", "json")
-    assert typo.exit_code == 0, typo.stderr
-    assert json.loads(typo.stdout)["groups"] == []  # not 2, and not every Conv + Relu
-    (line,) = _af303(typo.stderr)
-    assert line.startswith("warning: typo.yaml:6:9: AF303") and "'grop'" in line
+    # issue 39: a param the op does not have never matches, so the rule is refused (an
+    # error, as in verify), never run and counted as matched
+    assert typo.exit_code == 2, typo.stderr
+    assert not (case / "out2" / "plan.json").exists()
+    (line,) = _af217(typo.stderr)
+    assert line.strip().startswith("typo.yaml:6:9: AF217") and "'grop'" in line
     assert "did you mean 'group'" in typo.stderr
 
 
@@ -71,16 +73,20 @@ def test_fuse_names_a_misspelt_param_and_does_not_widen_the_rule(case: Path):
 )
 def test_lint_findings_are_printed_once_with_their_location(case: Path, command):
     res = run_cli(*command)
-    assert res.exit_code == 0, res.stderr
-    (line,) = _af303(res.stderr)
+    assert res.exit_code == 2, (
+        res.stderr
+    )  # the rule is refused (AF217: a misspelt param is an error)
+    (line,) = _af217(res.stderr)
     assert "typo.yaml:6:9" in line
 
 
 def test_explain_says_param_mismatch_not_constraint_failed(case: Path):
-    res = run_cli("explain", "m.onnx", "--rules", "typo.yaml", "-f", "json")
+    # a param the op has, with a value no node holds (a misspelt one is refused: AF217)
+    (case / "wrong.yaml").write_text(RULE.format(param="group").replace("group: 1", "group: 2"))
+    res = run_cli("explain", "m.onnx", "--rules", "wrong.yaml", "-f", "json")
     assert res.exit_code == 0
     rows = json.loads(res.stdout)["candidates"]
     assert rows and {r["verdict"] for r in rows} == {"param_mismatch"}
-    assert all("grop" in r["reason"] for r in rows)
-    text = run_cli("explain", "m.onnx", "--rules", "typo.yaml")
+    assert all("group" in r["reason"] for r in rows)
+    text = run_cli("explain", "m.onnx", "--rules", "wrong.yaml")
     assert "Param mismatch" in text.stdout and "Constraint failed" not in text.stdout

@@ -71,8 +71,8 @@ def test_multiple_documents_and_empty_ones(tmp_path: Path):
 
 
 def test_quoted_scalars_stay_strings():
-    res = _lint(MINIMAL.replace("- type: Relu", '- type: Relu\n      params: {x: "1e-5"}'))
-    assert res.rules[0].ops[0].params["x"] == "1e-5"
+    res = _lint(MINIMAL.replace("- type: Relu", '- type: Elu\n      params: {alpha: "1e-5"}'))
+    assert res.rules[0].ops[0].params["alpha"] == "1e-5"
 
 
 def test_yes_no_coerced_where_boolean_expected_with_a_warning():

@@ -96,6 +96,30 @@ def test_near_miss_expectation(tmp_path):
     )
 
 
+def test_near_miss_codes_have_one_spelling_and_the_old_one_is_read(tmp_path):
+    """explain, match and rule tests spell a near-miss code alike (kebab-case); a test
+    that copied the old snake_case form still passes, with a deprecation warning."""
+    graph = GRAPH.replace("(float[4] y, float[4] z)", "(float[4] y, float[4] z, float[4] a)")
+    (tmp_path / "relu_sig.yaml").write_text(RULE)
+    (tmp_path / "relu_sig.tests").mkdir()
+    test = tmp_path / "relu_sig.tests" / "escape.onnxtxt"
+    test.write_text("# no-match\n# near-miss: intermediate_escapes\n" + graph)
+    res = run_cli("test", tmp_path)
+    assert res.exit_code == 0, res.output
+    assert "warning: AF605" in res.stderr
+    assert "the code is 'intermediate-escapes'" in res.stderr
+    test.write_text("# no-match\n# near-miss: intermediate-escapes\n" + graph)
+    res = run_cli("test", tmp_path)
+    assert res.exit_code == 0 and "AF605" not in res.stderr
+    # the spelling explain prints is the one the test records
+    model = tmp_path / "m.onnx"
+    from ruleengine.ruletest.spec import build_model
+
+    model.write_bytes(build_model(graph, "m").SerializeToString())
+    res = run_cli("explain", model, "--rules", tmp_path / "relu_sig.yaml", "--all")
+    assert "intermediate-escapes" in res.stdout and "intermediate_escapes" not in res.stdout
+
+
 def test_rule_directive_selects_one_rule_of_a_file(tmp_path):
     two = RULE + "---\n" + RULE.replace("relu_sig", "relu_tanh").replace("Sigmoid", "Tanh")
     repo = _repo(tmp_path, {"one.onnxtxt": "# rule: relu_tanh\n# match: r2,t2\n"}, rule=two)
