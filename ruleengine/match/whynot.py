@@ -1,18 +1,8 @@
 """Why a rule does not match: its own compiled clauses, relaxed, asked on the graph.
 
-No second matcher. Each concrete clause of the rule (``compile_rule_set``) is cut into
-prefixes, slot by slot in pattern order (a slot is one pattern op, or one copy of a
-repeated op): the prefix through slot m keeps the clause's literals whose node
-variables all belong to slots before m. Every connected prefix is asked once (one
-Datalog run for every rule asked), so the longest prefix with answers is where the
-structure stops. The Python checks the matcher runs on a binding (``checks``) are run
-op by op on those answers, so a prefix that Datalog finds but a check refuses counts
-only up to the refused op. At the op where the structure stops, a second run asks the
-clause with each of that op's literals dropped in turn, and with its type freed: the
-relaxation that has answers names the failing condition, and its answers are the
-nearest places. Literals are relaxed by kind-agnostic dropping, so a new kind of literal
-is covered without a change here; what each kind means is told in ``whynot_text``.
-The engine is ``whynot_engine``.
+No second matcher: the rule's clauses are cut into prefixes and, where the structure
+stops, relaxed one condition at a time (``whynot_engine`` says how); ``whynot_text``
+words each kind of condition. This module is the entry point (``why_not``).
 """
 
 from __future__ import annotations
