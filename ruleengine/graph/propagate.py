@@ -18,8 +18,9 @@ that chose this over onnx's data propagation and onnxruntime's symbolic inferenc
 
 from __future__ import annotations
 
+import math
 import pickle
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from itertools import chain
 from operator import itemgetter
 from pathlib import Path
@@ -255,7 +256,7 @@ _INT_TYPES = frozenset({TensorProto.INT64, TensorProto.INT32})
 def _external_int_value(t: TensorProto, folder: Path | None) -> Value | None:
     """A small integer tensor kept in external data, read at its offset from a file in
     the model's folder (never the working directory); None if absent or malformed."""
-    numel = int(np.prod(t.dims)) if len(t.dims) else 1
+    numel = math.prod(t.dims)  # (exact: an int product, no overflow)
     if folder is None or t.data_type not in _INT_TYPES or numel > EXTERNAL_INT_NUMEL:
         return None
     info = {e.key: e.value for e in t.external_data}
@@ -279,7 +280,7 @@ def _external_int_value(t: TensorProto, folder: Path | None) -> Value | None:
 
 
 def _inline_value(t: TensorProto) -> Value | None:
-    numel = int(np.prod(t.dims)) if len(t.dims) else 1
+    numel = math.prod(t.dims)  # (exact: an int product, no overflow)
     if numel > VALUE_NUMEL or t.data_location == TensorProto.EXTERNAL:
         return None
     try:
@@ -635,21 +636,102 @@ def _per_node(
     types, init_types, shapes, values = tables
     reinferred = improved = 0
     protos: dict[str, TensorProto] = {}
+    # a repeated layer's node asks what its twin in the layer before asked (``_asked``)
+    asked: dict[tuple, tuple | None] = {}
+    static: dict[tuple | None, bool] = {}  # (a stack has a few hundred distinct shapes)
+    computed: dict[tuple, Value | None] = {}
     for node in g.node:
         if node.domain not in ("", "ai.onnx") or not node.output:
             continue
-        if not all(_static(shapes.get(t)) for t in node.output if t):
+        if not _all_static(node.output, shapes, static):
             reinferred += 1
             for t in node.input:
                 if t in init_types and t not in types:
                     elem, dims = init_types[t]
                     types[t] = onnxlite.tensor_type_proto(elem, list(dims))
-            improved += _reinfer(node, types, shapes, values, protos, imports, opset)
+            improved += _reinfer(node, types, shapes, values, protos, imports, opset, asked)
         if len(node.output) == 1:
-            v = _node_value(node, values, shapes, opset)
+            v = _value_once(node, values, shapes, opset, computed)
             if v is not None:
                 values[node.output[0]] = v
     return reinferred, improved
+
+
+def _value_once(
+    node: onnx.NodeProto,
+    values: Mapping[str, Value],
+    shapes: Mapping[str, tuple | None],
+    opset: int,
+    computed: dict[tuple, Value | None],
+) -> Value | None:
+    """``_node_value``, computed once per distinct evaluated node (``computed``: by op,
+    attributes, and per input its value, or its shape for Shape/Size). The values are
+    never written to (every evaluation makes a new array or reads one), so one array
+    may stand for the output of many nodes."""
+    op = node.op_type
+    if op not in EVALUATED or op == "Constant":
+        return _node_value(node, values, shapes, opset)
+    by_shape = op in ("Shape", "Size")
+    ins = []
+    for t in node.input:
+        v = values.get(t) if t else None
+        if v is not None:
+            ins.append(_value_key(v))
+        else:
+            ins.append((bool(t), shapes.get(t) if by_shape and t else None))
+    attrs = tuple(a.SerializeToString() for a in node.attribute)
+    key = (op, node.domain, attrs, tuple(ins))
+    if key in computed:
+        return computed[key]
+    got = computed[key] = _node_value(node, values, shapes, opset)
+    return got
+
+
+def _all_static(
+    names: Sequence[str], shapes: Mapping[str, tuple | None], static: dict[tuple | None, bool]
+) -> bool:
+    """Whether every named tensor's shape is static (``static``: per distinct shape)."""
+    for t in names:
+        if t:
+            s = shapes.get(t)
+            ok = static.get(s)
+            if ok is None:
+                ok = static[s] = _static(s)
+            if not ok:
+                return False
+    return True
+
+
+_SUBGRAPH_ATTRS = (onnxlite.AttributeProto.GRAPH, onnxlite.AttributeProto.GRAPHS)
+
+
+def _asked(
+    node: onnx.NodeProto, types: Mapping[str, onnx.TypeProto], values: Mapping[str, Value]
+) -> tuple | None:
+    """What ONNX's per-node inference of ``node`` reads, without its names: its op, its
+    attributes, and per input its presence, type and known value (None: a node with a
+    subgraph, inferred every time). Two nodes with one key infer the same output types
+    at the same output positions."""
+    attrs = []
+    for a in node.attribute:
+        if a.type in _SUBGRAPH_ATTRS:
+            return None
+        attrs.append(a.SerializeToString())
+    ins: list[tuple | None] = []
+    for t in node.input:
+        if not t:
+            ins.append(None)
+            continue
+        tp = types.get(t)
+        v = values.get(t)
+        ins.append(
+            (
+                None if tp is None else tp.SerializeToString(),
+                None if v is None else _value_key(v),
+            )
+        )
+    outs = tuple(bool(t) for t in node.output)
+    return (node.op_type, node.domain, tuple(attrs), tuple(ins), outs)
 
 
 def _reinfer(
@@ -660,13 +742,44 @@ def _reinfer(
     protos: dict[str, TensorProto],
     imports: list[onnx.OperatorSetIdProto],
     opset: int,
+    asked: dict[tuple, tuple | None] | None = None,
 ) -> int:
     """ONNX's inference of one node, given its inputs' current types and known values;
-    keeps an output's new type when it knows more dims. Returns how many improved."""
+    keeps an output's new type when it knows more dims. Returns how many improved.
+    ``asked``: the inferred types by ``_asked`` key (one inference per distinct node)."""
+    key = _asked(node, types, values) if asked is not None else None
+    if key is None or asked is None:
+        got = _inferred(node, types, values, protos, imports, opset)
+    elif key in asked:
+        got = asked[key]
+    else:
+        got = asked[key] = _inferred(node, types, values, protos, imports, opset)
+    if got is None:
+        return 0
+    n = 0
+    for i, tp, new in got:
+        name = node.output[i]
+        if _known_dims(new) > _known_dims(shapes.get(name)):
+            types[name] = tp
+            shapes[name] = new
+            n += 1
+    return n
+
+
+def _inferred(
+    node: onnx.NodeProto,
+    types: Mapping[str, onnx.TypeProto],
+    values: Mapping[str, Value],
+    protos: dict[str, TensorProto],
+    imports: list[onnx.OperatorSetIdProto],
+    opset: int,
+) -> tuple[tuple[int, onnx.TypeProto, tuple | None], ...] | None:
+    """ONNX's output types of ``node`` by output position, with their shapes (None: no
+    schema, or its inference refused the inputs)."""
     try:
         schema = onnxlite.get_schema(node.op_type, opset, node.domain)
     except Exception:  # unknown op (or a model-local function)
-        return 0
+        return None
     in_types = {t: types[t] for t in node.input if t and t in types}
     data: dict[str, TensorProto] = {}
     for t in node.input:
@@ -678,12 +791,14 @@ def _reinfer(
     try:
         out = onnxlite.infer_node_outputs(schema, node, in_types, data, imports)
     except Exception:  # inconsistent inputs: keep what we have
-        return 0
-    n = 0
-    for name, tp in out.items():
-        new = type_shape(tp)
-        if _known_dims(new) > _known_dims(shapes.get(name)):
-            types[name] = tp
-            shapes[name] = new
-            n += 1
-    return n
+        return None
+    position = {t: i for i, t in enumerate(node.output) if t}
+    return tuple((position[t], tp, type_shape(tp)) for t, tp in out.items() if t in position)
+
+
+def _value_key(v: Value) -> tuple:
+    """A value as a dict key (an object array by its items: its bytes are addresses)."""
+    a = np.asarray(v)
+    if a.dtype == object:
+        return (a.dtype.str, a.shape, repr(a.tolist()))
+    return (a.dtype.str, a.shape, a.tobytes())
