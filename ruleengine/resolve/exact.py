@@ -7,11 +7,15 @@ The model is written straight into CP-SAT's model proto (``cp_model_helper``: 0.
 CPU and ~64 MiB of RSS per process). The proto is the one ``cp_model`` builds, field for
 field (``tests/resolve/test_fast_paths.py`` compares them), so the answers are the same;
 the extra ``floors`` rows (suggest) still go through ``cp_model``.
+
+``memoized`` is the hook a caller caches solves through (suggest's ``solves.SolveCache``):
+``solve_component`` asks the innermost memo installed; ``solve_uncached`` always solves.
 """
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Sequence
+from collections.abc import Callable, Hashable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,7 +34,44 @@ class ComponentSolution:
     deterministic: float = 0.0
 
 
+# The memos ``memoized`` installed, innermost last (``solve_component`` asks the last).
+_MEMOS: list[Callable[..., ComponentSolution]] = []
+
+
+@contextmanager
+def memoized(
+    memo: Callable[..., ComponentSolution],
+) -> Iterator[Callable[..., ComponentSolution]]:
+    """Within, every ``solve_component`` call, whoever makes it, is answered by ``memo``
+    (called with ``solve_component``'s arguments; it calls ``solve_uncached`` for a problem
+    it does not hold): the hook a caller that meets the same problem many times (suggest)
+    caches solves through, without replacing this module's function."""
+    _MEMOS.append(memo)
+    try:
+        yield memo
+    finally:
+        _MEMOS.remove(memo)
+
+
+def current_memo() -> Callable[..., ComponentSolution] | None:
+    """The innermost memo ``memoized`` installed, or None."""
+    return _MEMOS[-1] if _MEMOS else None
+
+
 def solve_component(
+    weights: Sequence[int],
+    node_sets: Sequence[frozenset[str]] | Sequence[frozenset[int]],
+    cuts: Sequence[frozenset[int]],
+    **options: Any,
+) -> ComponentSolution:
+    """``solve_uncached``'s answer (its arguments and options), through the innermost memo
+    ``memoized`` installed, if any."""
+    if _MEMOS:
+        return _MEMOS[-1](weights, node_sets, cuts, **options)
+    return solve_uncached(weights, node_sets, cuts, **options)
+
+
+def solve_uncached(
     weights: Sequence[int],
     node_sets: Sequence[frozenset[str]] | Sequence[frozenset[int]],
     cuts: Sequence[frozenset[int]],
@@ -44,6 +85,7 @@ def solve_component(
     deterministic_s: float | None = None,
     floor_groups: Sequence[Sequence[int]] = (),
     floor_terms: Sequence[Sequence[tuple[int, int]]] = (),
+    light_presolve: bool = False,
 ) -> ComponentSolution:
     """Maximise the total weight of chosen candidates, no node twice, no cut fully chosen;
     per (skip, floor) of ``floors``, the chosen outside ``skip`` have at least ``floor``
@@ -51,7 +93,8 @@ def solve_component(
     floor's ``floor_terms`` entry (where given), ``value`` where any candidate of
     ``floor_groups[group]`` is chosen (suggest's ceiling under twins).
     ``deterministic_s``: also stop after that much of CP-SAT's deterministic time (the
-    same answer whatever the load)."""
+    same answer whatever the load). ``light_presolve``: no probing or inclusion search
+    in CP-SAT's presolve (``LIGHT_PRESOLVE``)."""
     # Data: which candidates cover each node.
     # (nodes in sorted order: the model, hence the optimum CP-SAT returns among equal
     # ones, must not depend on set iteration order, which varies with string hashing)
@@ -73,12 +116,13 @@ def solve_component(
             deterministic_s,
             floor_groups,
             floor_terms,
+            light_presolve,
         )
     from ortools.sat.python import cp_model_helper as cmh
 
     proto = model_proto(weights, covering, cuts, hint)
     params = cmh.SatParameters()
-    _set_parameters(params, time_limit_s, seed, workers, deterministic_s)
+    _set_parameters(params, time_limit_s, seed, workers, deterministic_s, light_presolve)
     wrapper = cmh.SolveWrapper()
     wrapper.set_parameters(params)
     response = run_interruptibly(lambda: wrapper.solve(proto), wrapper.stop_search)
@@ -123,6 +167,18 @@ def model_proto(
 
 _INT64_MIN = -(1 << 63)
 
+# CP-SAT's presolve settings for ``light_presolve``. On suggest's kernel pools (12,000
+# overlapping groups over ~160 nodes: a few huge at-most-one rows) the default presolve
+# took ~90% of each solve, mostly probing and the search for included rows, each
+# repeated per presolve round (gemma-tiny's pool: 6.8 s CPU, 8.7 deterministic; with
+# these 0.7 s and 0.09, the same proven optimum). A setting of how the optimum is found:
+# a solve proven optimal has the same objective either way.
+LIGHT_PRESOLVE = {
+    "cp_model_probing_level": 0,
+    "presolve_inclusion_work_limit": 0,
+    "max_presolve_iterations": 1,
+}
+
 
 def _set_parameters(
     params: Any,
@@ -130,6 +186,7 @@ def _set_parameters(
     seed: int,
     workers: int | None,
     deterministic_s: float | None,
+    light_presolve: bool = False,
 ) -> None:
     # Solve: start from the greedy choice; fixed seed; one worker unless asked; a time
     # limit. One worker is what makes the answer the same on every run: two free-running
@@ -147,6 +204,9 @@ def _set_parameters(
     # OR-Tools would catch Ctrl-C itself and then reset SIGINT to the default (kill, no
     # clean-up); ours stay installed and stop the search instead.
     params.catch_sigint_signal = False
+    if light_presolve:
+        for name, value in LIGHT_PRESOLVE.items():
+            setattr(params, name, value)
 
 
 def _solution(response: Any, weights: Sequence[int]) -> ComponentSolution:
@@ -233,6 +293,7 @@ def _solve_cp_model(
     deterministic_s: float | None,
     floor_groups: Sequence[Sequence[int]] = (),
     floor_terms: Sequence[Sequence[tuple[int, int]]] = (),
+    light_presolve: bool = False,
 ) -> ComponentSolution:
     from ortools.sat.python import cp_model
 
@@ -240,7 +301,7 @@ def _solve_cp_model(
         weights, covering, cuts, hint, floors, floor_values, floor_groups, floor_terms
     )
     solver = cp_model.CpSolver()
-    _set_parameters(solver.parameters, time_limit_s, seed, workers, deterministic_s)
+    _set_parameters(solver.parameters, time_limit_s, seed, workers, deterministic_s, light_presolve)
     status = run_interruptibly(lambda: solver.solve(model), solver.stop_search)
     if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         return _solution(solver.response_proto, weights)

@@ -18,6 +18,7 @@ Modules, in the order a run uses them:
 - ``draft_tests``, ``ruletests``: the drafts' generated rule tests.
 - ``analyses``, ``measuring``, ``pruning``: coverage with the drafts; drafts that lower it.
 - ``spelled``, ``spelled_checks``: a model's other spelling and the bridges for it.
+- ``solves``: the run's cache of CP-SAT solves (a problem met again is not solved again).
 - ``model``: the records.
 """
 

@@ -193,16 +193,18 @@ class _Pruning:
         found: set[str] = set()
         for k, a in enumerate(self.analyses):
             chosen = resolve(a.graph, self.scored_of(k, self.out, self.swapped)).chosen
+            own: dict[str, set[frozenset[str]]] = {}  # per rule, once (not per group)
             for sc in chosen:
                 d = self.current.get(sc.candidate.rule)
                 if d is None or d.name in self.out or d.name in found:
                     continue
-                own = {
-                    frozenset(i.region.nodes)
-                    for i in d.cluster.instances
-                    if i.model == self.models[k]
-                }
-                if frozenset(sc.candidate.nodes) not in own:
+                if d.name not in own:
+                    own[d.name] = {
+                        frozenset(i.region.nodes)
+                        for i in d.cluster.instances
+                        if i.model == self.models[k]
+                    }
+                if frozenset(sc.candidate.nodes) not in own[d.name]:
                     found.add(d.name)
         return [self.current[d.name] for d in self.drafts if d.name in found][:MAX_PAIR_RULES]
 

@@ -286,6 +286,7 @@ class _Selection:
 
     def __init__(self, graph: Graph, base: _TwinFree, twins: bool) -> None:
         self.graph, self.base, self.twins = graph, base, twins
+        self.picked: dict[frozenset[frozenset[str]], int] = {}  # by the node sets offered
         self.twin_of: dict[frozenset[str], str] = {}
         self.by_twin: dict[str, list[Kernel]] = {}
         if twins:
@@ -305,12 +306,16 @@ class _Selection:
             for k in (*compact, *p.kernels):
                 for t in self.by_twin.get(self.twin_of.get(k.nodes, ""), ()):
                     offered.setdefault(t.nodes, t)
-        picked = best_partition(
-            self.graph,
-            sorted(offered.values(), key=lambda k: sorted(k.nodes)),
-            value=_net_bytes,
-        )
-        return picked.captured
+        # the drafting options often offer the same groups (two mixes, the same
+        # partition): the same selection
+        key = frozenset(offered)
+        if key not in self.picked:
+            self.picked[key] = best_partition(
+                self.graph,
+                sorted(offered.values(), key=lambda k: sorted(k.nodes)),
+                value=_net_bytes,
+            ).captured
+        return self.picked[key]
 
 
 def _drafting_options(graph: Graph, base: _TwinFree, twins: bool) -> list[Partition]:
@@ -343,9 +348,14 @@ def _best_option(
     fewer compact regions are drafted (ties keep more: they carry across exporters)."""
     trials = []
     for i, p in enumerate(options):
-        mine = [k.nodes for k in p.kernels if k.nodes not in kept]
+        # the partition's new groups by node (disjoint): a compact group apart from them
+        # or equal to one, looked up per node (a scan of every group per compact group
+        # was quadratic in the layers)
+        owner = {n: k.nodes for k in p.kernels if k.nodes not in kept for n in k.nodes}
         near = [
-            k for k in base.compact_kernels if all(k.nodes == g or not k.nodes & g for g in mine)
+            k
+            for k in base.compact_kernels
+            if all(owner[n] == k.nodes for n in k.nodes if n in owner)
         ]
         trials += [
             (selection.captured(p), 2, -i, base.compact_kernels),

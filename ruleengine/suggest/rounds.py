@@ -19,6 +19,7 @@ from ruleengine.suggest.analyses import (
     TEMP_PREFIX,
     Given,
     analyses_with,
+    held_analyses,
     scored_rule,
     write_drafts,
 )
@@ -39,6 +40,7 @@ from ruleengine.suggest.model import (
     Progress,
     Suggestion,
 )
+from ruleengine.suggest.solves import cached_solves
 from ruleengine.suggest.spelled_checks import spelled_checks
 
 if TYPE_CHECKING:
@@ -82,14 +84,16 @@ def suggest(
     """Draft rules for what the given rules leave unfused in ``models`` and measure them.
 
     Deterministic: every solve is bounded by CP-SAT's deterministic time, not wall time
-    (``RESOLVE_SECONDS``, ``partition.SOLVE_SECONDS``)."""
+    (``RESOLVE_SECONDS``, ``partition.SOLVE_SECONDS``); a problem met again is not
+    solved again (``solves.cached_solves``), a model measured again with the same drafts
+    not analysed again (``analyses.held_analyses``)."""
     from ruleengine.pipeline import DEFAULT_PRESET
     from ruleengine.resolve import deterministic_budget
 
     if not rules and preset is None:
         preset = DEFAULT_PRESET
     given = Given(rules, preset, target, dims)
-    with deterministic_budget(RESOLVE_SECONDS):
+    with deterministic_budget(RESOLVE_SECONDS), cached_solves(), held_analyses():
         return _suggest(models, given, min_bytes, max_rules, progress or _quiet)
 
 

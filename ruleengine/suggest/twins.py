@@ -50,6 +50,7 @@ rules in use is on offer already, whatever its twins (its rule may tell them apa
 from __future__ import annotations
 
 import hashlib
+import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
@@ -86,10 +87,35 @@ def _tensor_sig(graph: Graph, t: str, shapes: bool = True) -> tuple:
     )
 
 
+# per graph (by id, held while the graph lives): twin keys computed, by (nodes, shapes)
+_KEYS: dict[int, tuple[weakref.ref, dict[tuple[frozenset[str], bool], str]]] = {}
+
+
+def _keys_of(graph: Graph) -> dict[tuple[frozenset[str], bool], str]:
+    """The twin keys computed on ``graph``: the drafting for twins, the structural
+    partition and the ceiling under twins key the same pool's groups (tens of thousands
+    on a stack of layers), each key a canonical form."""
+    held = _KEYS.get(id(graph))
+    if held is None or held[0]() is not graph:
+        gone = id(graph)
+        held = (weakref.ref(graph, lambda _: _KEYS.pop(gone, None)), {})
+        _KEYS[gone] = held
+    return held[1]
+
+
 def twin_key(graph: Graph, nodes: frozenset[str], shapes: bool = True) -> str:
     """A key equal for two node sets exactly when they are twins (module docstring).
     ``shapes=False``: tensor shapes compared by rank only (``twin_ceiling`` compares the
     sizes a ``memory_limit`` sees apart)."""
+    keys = _keys_of(graph)
+    key = keys.get((nodes, shapes))
+    if key is None:
+        key = keys[nodes, shapes] = _twin_key(graph, nodes, shapes)
+    return key
+
+
+def _twin_key(graph: Graph, nodes: frozenset[str], shapes: bool) -> str:
+    """``twin_key``, computed."""
     from ruleengine.cost.traffic import topo_position
     from ruleengine.suggest.canon import canonicalize
 
