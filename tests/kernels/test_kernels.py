@@ -511,6 +511,48 @@ STRUCTURAL_BEFORE["AttentionOutProjection"] = (
 )
 SHAPES_STRUCTURAL["AttentionOutProjection"] = {"vs": [2, 6, 3, 8], "os": [2, 6, 24]}
 CONSTS["AttentionOutProjection"] = ["bv", "wo", "bo"]
+# gate_up_swiglu (issue 40): a fused gate|up projection cut by a Split, SiLU(gate) * up,
+# the down projection.
+STRUCTURAL_BEFORE["GateUpSwiGlu"] = (
+    "float[1,6,32] x, float[32,128] wgu, float[64,32] wd",
+    "float[1,6,32]",
+    "a = MatMul(x, wgu)\n    g, u = Split <axis = 2, num_outputs = 2> (a)\n"
+    "    s = Sigmoid(g)\n    sg = Mul(g, s)\n    p = Mul(sg, u)\n    y = MatMul(p, wd)",
+)
+CONSTS["GateUpSwiGlu"] = ["wgu", "wd"]
+# window_projections (issue 40): Swin's norm, window partition with the cyclic shift
+# (Slice + Concat on two axes), Pad, Reshape -> Transpose -> Reshape, and the Q/K/V
+# projections with bias and head split.
+STRUCTURAL_BEFORE["WindowProjections"] = (
+    "float[1,16,8] x, float[8] g, float[8] be, float[8,8] wq, float[8] bq, float[8,8] wk, "
+    "float[8] bk, float[8,8] wv, float[8] bv, int64[4] hw, int64[8] pads, int64[1] one, "
+    "int64[1] zero, int64[1] four, int64[1] ax1, int64[1] ax2, int64[6] win, int64[3] rows, "
+    "int64[4] heads",
+    "float[4,2,4,4] q, float[4,2,4,4] k, float[4,2,4,4]",
+    "n = LayerNormalization <axis = -1> (x, g, be)\n    n4 = Reshape(n, hw)\n"
+    "    p = Pad(n4, pads)\n    a1 = Slice(p, one, four, ax1)\n    b1 = Slice(p, zero, one, ax1)\n"
+    "    r1 = Concat <axis = 1> (a1, b1)\n    a2 = Slice(r1, one, four, ax2)\n"
+    "    b2 = Slice(r1, zero, one, ax2)\n    r2 = Concat <axis = 2> (a2, b2)\n"
+    "    w6 = Reshape(r2, win)\n    t6 = Transpose <perm = [0, 1, 3, 2, 4, 5]> (w6)\n"
+    "    r = Reshape(t6, rows)\n    q0 = MatMul(r, wq)\n    q1 = Add(q0, bq)\n"
+    "    q2 = Reshape(q1, heads)\n    q = Transpose <perm = [0, 2, 1, 3]> (q2)\n"
+    "    k0 = MatMul(r, wk)\n    k1 = Add(k0, bk)\n    k2 = Reshape(k1, heads)\n"
+    "    k = Transpose <perm = [0, 2, 1, 3]> (k2)\n    v0 = MatMul(r, wv)\n    v1 = Add(v0, bv)\n"
+    "    v2 = Reshape(v1, heads)\n    y = Transpose <perm = [0, 2, 1, 3]> (v2)",
+)
+SHAPES_STRUCTURAL["WindowProjections"] = {
+    "hw": [1, 4, 4, 8],
+    "pads": [0, 0, 0, 0, 0, 0, 0, 0],
+    "one": [1],
+    "zero": [0],
+    "four": [4],
+    "ax1": [1],
+    "ax2": [2],
+    "win": [1, 2, 2, 2, 2, 8],
+    "rows": [4, 4, 8],
+    "heads": [4, 4, 2, 4],
+}
+CONSTS["WindowProjections"] = ["g", "be", "wq", "bq", "wk", "bk", "wv", "bv"]
 
 
 SHAPES = {

@@ -1,5 +1,5 @@
-"""Acceptance bars of the bundled library on the real models in ../shared/models and
-../shared/models/families (issue 11):
+"""Acceptance bars of the bundled library on the real models in ../shared/models,
+../shared/models/families and the repo's own models/families (issues 11 and 40):
 
 - every transformer model: >= 80% of the fusable intermediate traffic captured and a
   traffic reduction >= min(30%, 0.8 x the fuse-everything ceiling), every chosen group
@@ -30,7 +30,18 @@ SIGMOID_GATED = frozenset({"Sigmoid", "HardSigmoid"})  # x * Sigmoid(x) / x * Ha
 # Bars a model cannot meet yet, and why (kept visible: the test reports XPASS once fixed).
 # Key: (model file name, bar), bar one of coverage, traffic, epilogue, conv-chains.
 # Measured by bench/coverage.py; the cause is what stays outside every chosen group.
-KNOWN_SHORT: dict[tuple[str, str], str] = {}
+KNOWN_SHORT: dict[tuple[str, str], str] = {
+    # issue 40's dev families (models/families), measured 2026-12-07
+    ("t5-tiny.dynamo.onnx", "coverage"): "79.9%: the head merge into the output projection "
+    "and its residual Add stay outside the attention kernel (5 MatMuls at most)",
+    ("umt5-tiny.ts.onnx", "coverage"): "71%: the gated-GELU(tanh) MLP has no rule",
+    ("umt5-tiny.dynamo.onnx", "coverage"): "70%: the gated-GELU(tanh) MLP has no rule",
+    ("gptbigcode-tiny.ts.onnx", "coverage"): "62%: bias + GELU(tanh) with x^3 spelt "
+    "Mul(Mul(x, x), x) matches no GELU form",
+    ("swinv2-tiny.ts.onnx", "coverage"): "65%: cosine attention (ReduceL2, Clip, Div) has no rule",
+    ("swinv2-tiny.dynamo.onnx", "coverage"): "67%: cosine attention (ReduceL2, Clip, Div) has "
+    "no rule",
+}
 
 
 def _load_bench():
@@ -43,7 +54,8 @@ def _load_bench():
 
 
 bench = _load_bench()
-SHARED = bench.shared_models()  # ../shared/models and ../shared/models/families
+# ../shared/models, ../shared/models/families and the repo's models/families (issue 40)
+SHARED = bench.shared_models() + bench.repo_family_models()
 TRANSFORMERS = [p for p in SHARED if bench.family(p) == "transformer"]
 CNNS = [p for p in SHARED if bench.family(p) == "cnn"]
 LIGHT = bench.light_models()  # CNNs shipped inside the onnx wheel (opset 9 exports)
