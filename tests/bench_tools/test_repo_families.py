@@ -31,7 +31,12 @@ def _load_coverage():
 
 coverage = _load_coverage()
 FILES = sorted(FAMILIES.glob("*.onnx"))
-RECORDS = json.loads((FAMILIES / "results.json").read_text()) if FILES else {}
+RECORDS = json.loads((FAMILIES / "results.json").read_text())
+
+
+def test_the_families_are_in_the_checkout():
+    """models/families is committed (no export at test time): a missing file is a bug."""
+    assert len(FILES) >= 19, [p.name for p in FILES]
 
 
 def test_expand_turns_a_folder_into_its_models(tmp_path):
@@ -49,7 +54,6 @@ def test_repo_family_models_are_the_folders_onnx_files():
     assert not shared & {p.name for p in FILES}, "repo families stay out of shared_models"
 
 
-@pytest.mark.skipif(not FILES, reason="models/families not built")
 def test_every_file_has_its_record_and_readme_row():
     readme = (REPO / "models" / "README.md").read_text()
     for path in FILES:
@@ -61,7 +65,6 @@ def test_every_file_has_its_record_and_readme_row():
         assert ("error" in record) != (FAMILIES / name).exists(), name
 
 
-@pytest.mark.skipif(not FILES, reason="models/families not built")
 @pytest.mark.parametrize("path", FILES, ids=[p.name for p in FILES])
 def test_file_is_small_valid_and_static(path):
     assert path.stat().st_size < MAX_BYTES

@@ -22,7 +22,6 @@ EXAMPLE = ROOT / "examples" / "mlp_block.onnx"
 GOLDEN_RULES = ROOT / "tests" / "golden" / "fuse" / "rules"
 
 
-@pytest.mark.skipif(not MODEL.exists(), reason="shared models not present")
 def test_safe_mode_resolves_to_at_least_the_bundled_coverage(tmp_path):
     bundled = fuse(MODEL, preset="all", input_shapes={"x": (1, 3, 640, 640)}).plan
     out = tmp_path / "out"
