@@ -102,10 +102,18 @@ def node_kinds(graph: Graph) -> dict[str, str]:
 
 def runtime_tensors(graph: Graph) -> set[str]:
     """Tensors computed at run time: they depend on a graph input and no compiler can
-    fold them (a Shape of a static tensor, shape arithmetic, a Cast of a weight fold)."""
+    fold them (a Shape of a static tensor, shape arithmetic, a Cast of a weight fold).
+    A control-flow node also depends on what its bodies read from the enclosing graph
+    (consumer port -1): an If whose condition folds still computes from run-time data."""
     live = {t for t in graph.inputs if not graph.tensor(t).is_initializer}
+    body_reads: dict[str, list[str]] = {}
+    for name, tensor in graph.tensors.items():
+        for consumer, port in tensor.consumers:
+            if port < 0:
+                body_reads.setdefault(consumer, []).append(name)
     for node in graph.nodes:  # topological order
-        if any(t in live for t in node.inputs if t):
+        reads = body_reads.get(node.name, ())
+        if any(t in live for t in node.inputs if t) or any(t in live for t in reads):
             live.update(t for t in node.outputs if t and not graph.tensor(t).const_foldable)
     return live
 

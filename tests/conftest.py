@@ -33,6 +33,7 @@ E2E = (
     "kernels/test_contract_real.py",
     "kernels/test_mutants.py",
     "library/test_coverage_metric.py",
+    "library/test_independent_count.py",  # the two counts on shared models
     "match/test_cli.py",
     "match/test_composites.py",
     "match/test_fast_paths.py",
