@@ -110,7 +110,11 @@ class GroupMemo:
                 if t and t not in readers and t in tensors_of:
                     tt = tensors_of[t]
                     readers[t] = (
-                        None if tt.is_graph_output else frozenset(c for c, _ in tt.consumers)
+                        None
+                        if tt.is_graph_output
+                        else frozenset(
+                            c for c, _ in tt.consumers if not self.graph.node(c).compile_time
+                        )
                     )
         key_io = tuple(
             t in readers and (readers[t] is None or not readers[t] <= inside)

@@ -60,6 +60,9 @@ def topo_position(graph: Graph) -> dict[str, int]:
 
 
 def group_io(graph: Graph, names: Iterable[str]) -> GroupIO:
+    """What a node group reads and writes. An output leaves the group when it is a graph
+    output or a kernel outside reads it; a compile-time reader (a Shape of a static tensor,
+    folded to a constant by the rewrite) does not make it leave, as in the matcher."""
     pos = topo_position(graph)
     kinds = node_kinds(graph)
     node_of = graph.node
@@ -99,7 +102,8 @@ def group_io(graph: Graph, names: Iterable[str]) -> GroupIO:
                 continue
             tensor = tensors.get(t)
             escapes = tensor is not None and (
-                tensor.is_graph_output or any(c not in inside for c, _ in tensor.consumers)
+                tensor.is_graph_output
+                or any(c not in inside and not node_of(c).compile_time for c, _ in tensor.consumers)
             )
             (outputs if escapes else intermediates).append(t)
     return GroupIO(
