@@ -87,6 +87,11 @@ def torchvision_without_ops() -> None:
     spec = importlib.util.find_spec("torchvision")
     if spec is None or _TV_SHIM or hasattr(torch.ops.torchvision, "nms"):
         return
+    # a matching torch (CUDA build beside CUDA torchvision) imports it as it is: asked in a
+    # child, since a failed import would leave half-registered ops in this process
+    imports = subprocess.run([sys.executable, "-c", "import torchvision"], capture_output=True)
+    if imports.returncode == 0:
+        return
     try:
         torch.ops.load_library(str(Path(spec.origin).parent / "_C.so"))
         return
@@ -319,6 +324,29 @@ def timm_swin() -> tuple[object, dict[str, object]]:
     return model, {"input": torch.randn(1, 3, 64, 64, generator=g)}
 
 
+def timm_swinv2() -> tuple[object, dict[str, object]]:
+    """timm SwinTransformerV2 (NHWC blocks): cosine attention, fused qkv with q/v biases,
+    a continuous position bias MLP, res-post-norm, patch merging by reshape/permute."""
+    import timm
+    import torch
+
+    torch.manual_seed(0)
+    model = timm.create_model(
+        "swinv2_tiny_window8_256",
+        pretrained=False,
+        img_size=64,
+        patch_size=2,
+        window_size=4,
+        embed_dim=32,
+        depths=(2, 2),
+        num_heads=(2, 4),
+        mlp_ratio=2.0,
+        num_classes=10,
+    ).eval()
+    g = torch.Generator().manual_seed(3)
+    return model, {"input": torch.randn(1, 3, 64, 64, generator=g)}
+
+
 FAMILIES: dict[str, Family] = {
     f.name: f
     for f in (
@@ -389,6 +417,14 @@ FAMILIES: dict[str, Family] = {
             "timm SwinTransformer 64x64, patch 2, window 4, "
             "dims 32/64, NHWC blocks, 10-class head.",
             timm_swin,
+        ),
+        Family(
+            "timm-swinv2-tiny",
+            "window",
+            "timm SwinTransformerV2 64x64, patch 2, window 4, "
+            "dims 32/64: cosine attention, fused qkv (q/v biases), continuous position "
+            "bias, res-post-norm, patch merging by reshape/permute, 10-class head.",
+            timm_swinv2,
         ),
         Family(
             "qwen2-tiny",

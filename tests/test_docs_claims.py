@@ -187,3 +187,23 @@ def test_verdicts_named_for_plan_json_exist():
     # near_miss: a structural match rejected in matching (plan.json's verdict for it)
     assert named <= {v.value for v in Verdict} | {"near_miss"}
     assert {"lost_conflict", "dropped_by_verification", "near_miss"} <= named
+
+
+@pytest.mark.parametrize("preset", ["generic", "cnn", "transformer"])
+def test_rule_library_lists_every_bundled_rule(preset: str):
+    """docs/rule-library.md's table of each preset folder: its count in the heading, and a
+    row (or a row naming it beside a sibling, `matmul_bias_relu` / `_gelu`) per rule."""
+    text = (ROOT / "docs" / "rule-library.md").read_text(encoding="utf-8")
+    names = sorted(p.stem for p in (ROOT / "rules" / preset).glob("*.yaml"))
+    heading = re.search(rf"^### {preset} \((\d+) rules", text, re.MULTILINE)
+    assert heading, f"no '### {preset} (N rules' heading"
+    assert int(heading.group(1)) == len(names), f"{preset}: heading says {heading.group(1)}"
+    section = text[heading.end() :].split("\n### ", 1)[0]
+    listed: set[str] = set()
+    for line in section.splitlines():
+        first_cell = line.split("|")[1] if line.startswith("|") else ""
+        tokens = re.findall(r"`([a-z0-9_]+)`", first_cell)
+        for token in tokens:  # `matmul_bias_relu` / `_gelu`: a sibling of the first
+            listed.add(tokens[0].rsplit("_", 1)[0] + token if token.startswith("_") else token)
+    missing = [n for n in names if n not in listed]
+    assert not missing, f"{preset} rules without a row in docs/rule-library.md: {missing}"

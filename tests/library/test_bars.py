@@ -30,18 +30,7 @@ SIGMOID_GATED = frozenset({"Sigmoid", "HardSigmoid"})  # x * Sigmoid(x) / x * Ha
 # Bars a model cannot meet yet, and why (kept visible: the test reports XPASS once fixed).
 # Key: (model file name, bar), bar one of coverage, traffic, epilogue, conv-chains.
 # Measured by bench/coverage.py; the cause is what stays outside every chosen group.
-KNOWN_SHORT: dict[tuple[str, str], str] = {
-    # issue 40's dev families (models/families), measured 2026-12-07
-    ("t5-tiny.dynamo.onnx", "coverage"): "79.9%: the head merge into the output projection "
-    "and its residual Add stay outside the attention kernel (5 MatMuls at most)",
-    ("umt5-tiny.ts.onnx", "coverage"): "71%: the gated-GELU(tanh) MLP has no rule",
-    ("umt5-tiny.dynamo.onnx", "coverage"): "70%: the gated-GELU(tanh) MLP has no rule",
-    ("gptbigcode-tiny.ts.onnx", "coverage"): "62%: bias + GELU(tanh) with x^3 spelt "
-    "Mul(Mul(x, x), x) matches no GELU form",
-    ("swinv2-tiny.ts.onnx", "coverage"): "65%: cosine attention (ReduceL2, Clip, Div) has no rule",
-    ("swinv2-tiny.dynamo.onnx", "coverage"): "67%: cosine attention (ReduceL2, Clip, Div) has "
-    "no rule",
-}
+KNOWN_SHORT: dict[tuple[str, str], str] = {}
 
 
 def _load_bench():
