@@ -6,7 +6,8 @@ canonical form, so identical components are solved once."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from itertools import chain
 
@@ -37,6 +38,27 @@ CHAIN_FROM = 1000
 # candidates, > 20 min, against 0.2 s for CP-SAT on the whole component).
 UNSPLIT_FROM = 1000
 
+# The stores ``shared_tables`` installed (per seed, the chain segments' tables by canonical
+# form), innermost last; without one, each solve keeps its own.
+_SHARED_TABLES: list[dict[int, dict[tuple, Table]]] = []
+
+
+@contextmanager
+def shared_tables() -> Iterator[None]:
+    """Within, every solve keeps its chain segments' tables in one store (the enclosing
+    one where already inside): a caller that runs the selection many times over nearly the
+    same candidates (suggest's pruning: one rule left out per trial) solves each segment
+    once, not once per run. A table is keyed by the segment's canonical form and the seed
+    and kept only when every sub-solve was proven optimal, so a reuse changes no answer."""
+    if _SHARED_TABLES:
+        yield
+        return
+    _SHARED_TABLES.append({})
+    try:
+        yield
+    finally:
+        _SHARED_TABLES.pop()
+
 
 @dataclass(frozen=True)
 class Problem:
@@ -66,7 +88,9 @@ class ComponentSolver:
         self.problem, self.comps, self.greedy = problem, comps, greedy
         self.seed, self.budget = seed, budget
         self._solved: dict[tuple, Solution] = {}  # CP-SAT's optima by canonical form
-        self._tables: dict[tuple, Table] = {}  # chain segments by canonical form
+        # chain segments by canonical form: this solve's, or the store shared_tables holds
+        shared = _SHARED_TABLES[-1].setdefault(seed, {}) if _SHARED_TABLES else None
+        self._tables: dict[tuple, Table] = {} if shared is None else shared
 
     def solve(self, members: tuple[int, ...], cuts: Sequence[frozenset[int]]) -> Solution:
         """A whole component (``comps`` knows it) under the cycle cuts inside it."""

@@ -295,11 +295,14 @@ def prune(
     Exact for what it tries: match and cost of a rule do not depend on the other rules
     but for duplicates, which ``without_rules`` and the cost stage's own rule settle (the
     pipeline is run again on the result all the same)."""
-    pruning = _Pruning(drafts, analyses, models, graphs)
-    for _ in range(PRUNE_ROUNDS):
-        if not pruning.step():
-            break
-    return pruning.result()
+    from ruleengine.suggest.solves import cached_solves
+
+    with cached_solves():  # each trial re-solves what the rule tried leaves unchanged
+        pruning = _Pruning(drafts, analyses, models, graphs)
+        for _ in range(PRUNE_ROUNDS):
+            if not pruning.step():
+                break
+        return pruning.result()
 
 
 def coverage_change(

@@ -102,12 +102,14 @@ class SolveCache:
 def cached_solves() -> Iterator[SolveCache]:
     """Every CP-SAT solve made within, by any stage, through one ``SolveCache`` (the
     enclosing one where already inside), installed by resolve's own hook
-    (``exact.memoized``)."""
+    (``exact.memoized``); and the chain segments' tables kept across solves
+    (``component_solver.shared_tables``)."""
     from ruleengine.resolve import exact
+    from ruleengine.resolve.component_solver import shared_tables
 
     current = exact.current_memo()
     if isinstance(current, SolveCache):
         yield current
         return
-    with exact.memoized(SolveCache(exact.solve_uncached)) as cache:
+    with exact.memoized(SolveCache(exact.solve_uncached)) as cache, shared_tables():
         yield cache
