@@ -302,14 +302,14 @@ def swinv2() -> tuple[object, dict[str, object]]:
     return _swin_hf(Swinv2Config, Swinv2Model, 64, window_size=4, **_SWIN)
 
 
-def timm_swin() -> tuple[object, dict[str, object]]:
-    """timm SwinTransformer (NHWC blocks), 64x64, patch 2, window 4."""
+def _timm_swin(name: str) -> tuple[object, dict[str, object]]:
+    """A timm Swin model by name, 64x64, patch 2, window 4, dims 32/64, 10 classes."""
     import timm
     import torch
 
     torch.manual_seed(0)
     model = timm.create_model(
-        "swin_tiny_patch4_window7_224",
+        name,
         pretrained=False,
         img_size=64,
         patch_size=2,
@@ -322,29 +322,17 @@ def timm_swin() -> tuple[object, dict[str, object]]:
     ).eval()
     g = torch.Generator().manual_seed(3)
     return model, {"input": torch.randn(1, 3, 64, 64, generator=g)}
+
+
+def timm_swin() -> tuple[object, dict[str, object]]:
+    """timm SwinTransformer (NHWC blocks), 64x64, patch 2, window 4."""
+    return _timm_swin("swin_tiny_patch4_window7_224")
 
 
 def timm_swinv2() -> tuple[object, dict[str, object]]:
     """timm SwinTransformerV2 (NHWC blocks): cosine attention, fused qkv with q/v biases,
     a continuous position bias MLP, res-post-norm, patch merging by reshape/permute."""
-    import timm
-    import torch
-
-    torch.manual_seed(0)
-    model = timm.create_model(
-        "swinv2_tiny_window8_256",
-        pretrained=False,
-        img_size=64,
-        patch_size=2,
-        window_size=4,
-        embed_dim=32,
-        depths=(2, 2),
-        num_heads=(2, 4),
-        mlp_ratio=2.0,
-        num_classes=10,
-    ).eval()
-    g = torch.Generator().manual_seed(3)
-    return model, {"input": torch.randn(1, 3, 64, 64, generator=g)}
+    return _timm_swin("swinv2_tiny_window8_256")
 
 
 FAMILIES: dict[str, Family] = {
