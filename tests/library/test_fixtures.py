@@ -7,6 +7,7 @@ rule needs at least one graph it must match and one it must not.
 from __future__ import annotations
 
 import json
+from functools import cache
 from pathlib import Path
 
 from tests.rules.helpers import run_cli
@@ -14,6 +15,7 @@ from tests.rules.helpers import run_cli
 from .fixturelib import RULES, matcher_supports_multiple_roots
 
 
+@cache  # one run of the whole library (~8 s) read by both tests
 def _run_bundled() -> dict:
     res = run_cli("test", RULES, "--format", "json")
     doc = json.loads(res.stdout)
