@@ -38,7 +38,6 @@ import json
 import math
 import subprocess
 import sys
-import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -534,19 +533,6 @@ def compare(path: Path) -> Row:
     )
 
 
-def compare_retrying(path: Path, tries: int = 3, pause: float = 30.0) -> Row | None:
-    """``compare``, tried again after a pause when a run fails (the rule library may be
-    mid-edit in a shared work tree); None when every try failed."""
-    for attempt in range(tries):
-        try:
-            return compare(path)
-        except RuntimeError as exc:
-            print(f"  {path.name}: try {attempt + 1} failed: {str(exc)[-300:]}", file=sys.stderr)
-            if attempt + 1 < tries:
-                time.sleep(pause)
-    return None
-
-
 def _bar(ok: bool | None) -> str:
     return "-" if ok is None else ("met" if ok else "NOT")
 
@@ -586,10 +572,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("models", nargs="+", type=Path, help="models or folders of models")
     ap.add_argument("--json", action="store_true", help="print JSON instead of a table")
     args = ap.parse_args(argv)
+    missing = [str(p) for p in args.models if not p.exists()]
+    if missing:
+        ap.error(f"no such model or folder: {', '.join(missing)}")
     rows, failed = [], []
     for path in expand(args.models):
-        row = compare_retrying(path)
-        if row is None:
+        try:
+            row = compare(path)
+        except RuntimeError as exc:  # explain or the bench refused the model: said, not counted
+            print(f"  {path.name}: {exc}", file=sys.stderr)
             failed.append(path.name)
             continue
         rows.append(row)
