@@ -139,6 +139,15 @@ def _tree_mib(pid: int) -> float:
     return total / 1024 + sum(_tree_mib(int(k)) for k in kids)
 
 
+def _running(pid: int) -> bool:
+    """Whether the child has not exited, asked without reaping it (``proc.poll()`` would
+    reap it, and the ``os.wait4`` that reads its resource usage would find no child)."""
+    try:
+        return os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is None
+    except ChildProcessError:
+        return False
+
+
 def measured(cmd: list[str], cwd: Path, mem_gb: float, timeout: float) -> Run:
     """Run ``cmd`` under an address-space limit of ``mem_gb``, a PSS watchdog at the
     same figure and ``timeout`` seconds; wall, CPU and peak RSS from ``os.wait4``."""
@@ -165,7 +174,7 @@ def measured(cmd: list[str], cwd: Path, mem_gb: float, timeout: float) -> Run:
                 t = time.perf_counter()
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(proc.pid, signal.SIGTERM)
-                while proc.poll() is None and time.perf_counter() - t < KILL_GRACE_S:
+                while _running(proc.pid) and time.perf_counter() - t < KILL_GRACE_S:
                     time.sleep(0.05)
                 term.append(time.perf_counter() - t)
                 with contextlib.suppress(ProcessLookupError):
