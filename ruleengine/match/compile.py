@@ -20,6 +20,7 @@ evaluates them left to right.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import re
 from collections import Counter
@@ -63,28 +64,34 @@ class Slot:
     types: frozenset[str] = frozenset()  # single node of one of these types
     form: CompositeForm | None = None  # or a composite form
 
-    @property
+    # Names computed once per slot: a slot is shared by every clause of a rule that
+    # places it (``concretize``), 11,000 clauses for the bundled library.
+    @cached_property
     def var(self) -> str:
         return f"N{self.op}_{self.copy}"
 
-    def node_vars(self) -> tuple[str, ...]:
+    @cached_property
+    def _node_vars(self) -> tuple[str, ...]:
         if self.form is None:
             return (self.var,)
         return tuple(f"{self.var}_{n.id}" for n in self.form.nodes)
 
-    @property
+    def node_vars(self) -> tuple[str, ...]:
+        return self._node_vars
+
+    @cached_property
     def out_var(self) -> str:
         return self.var if self.form is None else f"{self.var}_{self.form.output.id}"
 
-    @property
+    @cached_property
     def entry_var(self) -> str:
         return self.var if self.form is None else f"{self.var}_{self.form.entry.id}"
 
-    @property
+    @cached_property
     def out_types(self) -> frozenset[str]:
         return self.types if self.form is None else frozenset({self.form.output.op})
 
-    @property
+    @cached_property
     def entry_types(self) -> frozenset[str]:
         return self.types if self.form is None else frozenset({self.form.entry.op})
 
@@ -184,11 +191,13 @@ def concretize(rule: Rule, aliases: Mapping[str, OpAlias]) -> tuple[Concrete, ..
     check_budget(rule, aliases)
     out: list[Concrete] = []
     counter = 0
+    made: dict[Slot, Slot] = {}  # one object per distinct slot, shared by the clauses
     for alt_idx, alt in enumerate(rule.alternatives):
         specs = [resolve_type(op.type, aliases) for op in alt.ops]
+        plan = _op_links(alt)
         for choice in itertools.product(*_choices(alt, specs)):
-            slots, first, last, links, copies = _place_slots(alt, choice)
-            _link_ops(alt, slots, first, last, copies, links)
+            slots, first, last, links, copies = _place_slots(alt, choice, made)
+            _link_ops(plan, slots, first, last, copies, links)
             out.append(Concrete(f"a{alt_idx}c{counter}", alt_idx, tuple(slots), tuple(links)))
             counter += 1
     return tuple(out)
@@ -213,10 +222,11 @@ def _choices(alt: MatchAlternative, specs: Sequence[SlotSpec]) -> list[list[tupl
 
 
 def _place_slots(
-    alt: MatchAlternative, choice: Sequence[tuple[int, tuple]]
+    alt: MatchAlternative, choice: Sequence[tuple[int, tuple]], made: dict[Slot, Slot]
 ) -> tuple[list[Slot], dict[int, int], dict[int, int], list[Link], dict[int, list[int]]]:
     """The slots of one choice, with each op's first and last slot, the links between
-    the copies of a repeated op, and each op's copies."""
+    the copies of a repeated op, and each op's copies; a slot placed before is taken
+    from ``made``."""
     slots: list[Slot] = []
     first: dict[int, int] = {}
     last: dict[int, int] = {}
@@ -235,6 +245,7 @@ def _place_slots(
             slot = (
                 Slot(op_idx, copy, types=val) if kind == "single" else Slot(op_idx, copy, form=val)
             )
+            slot = made.setdefault(slot, slot)
             if copy == 0:
                 first[op_idx] = len(slots)
             elif not fan_out:
@@ -247,39 +258,60 @@ def _place_slots(
     return slots, first, last, links, copies
 
 
+# Per op of an alternative, what its links depend on whatever the choice: whether it
+# fans out, chains to the op before, and its ``from_op`` reads as (op, port, whether
+# another input reads the same output of the same op).
+_OpLinks = tuple[bool, bool, tuple[tuple[int, int, bool], ...] | None]
+
+
+def _op_links(alt: MatchAlternative) -> tuple[_OpLinks, ...]:
+    out = []
+    for op_idx, op in enumerate(alt.ops):
+        sources = None
+        if op.input_sources is not None:
+            reads = Counter(
+                (s.from_op, s.output_idx) for s in op.input_sources if s.from_op is not None
+            )
+            sources = tuple(
+                (src.from_op, src.port, reads[(src.from_op, src.output_idx)] > 1)
+                for src in op.input_sources
+                if src.from_op is not None
+            )
+        out.append((op.fan_out, alt.chains_to_previous(op_idx), sources))
+    return tuple(out)
+
+
 def _link_ops(
-    alt: MatchAlternative,
+    plan: Sequence[_OpLinks],
     slots: Sequence[Slot],
     first: Mapping[int, int],
     last: Mapping[int, int],
     copies: Mapping[int, list[int]],
     links: list[Link],
 ) -> None:
-    """Add the links between ops: a chain to the op before, or each ``from_op``."""
-    for op_idx, op in enumerate(alt.ops):
+    """Add the links between ops (``plan``: ``_op_links`` of the alternative): a chain to
+    the op before, or each ``from_op``."""
+    for op_idx, (fan_out, chained, sources) in enumerate(plan):
         if op_idx not in first:  # an absent optional op: no slot, no links
             continue
         # a fan-out op: every copy gets the links of the first (siblings)
-        dsts = copies[op_idx] if op.fan_out else [first[op_idx]]
+        dsts = copies[op_idx] if fan_out else [first[op_idx]]
         for dst in dsts:
-            if alt.chains_to_previous(op_idx):
+            if chained:
                 links.append(Link(last[op_idx - 1], dst, None))
                 continue
-            if op.input_sources is None:  # op 0: a root
+            if sources is None:  # op 0: a root
                 continue
             # two inputs reading one output of one op (Add(a, a)) keep their ports: with a
             # free port each, both literals would be the same edge, met by one read
-            reads = Counter(
-                (s.from_op, s.output_idx) for s in op.input_sources if s.from_op is not None
-            )
-            for src in op.input_sources:
-                if src.from_op is None or src.from_op not in last:
+            slot = slots[dst]
+            for from_op, port, read_twice in sources:
+                if from_op not in last:
                     continue
-                slot = slots[dst]
                 free = slot.form is not None or _is_commutative(slot.types)
-                if reads[(src.from_op, src.output_idx)] > 1 and slot.form is None:
+                if read_twice and slot.form is None:
                     free = False
-                links.append(Link(last[src.from_op], dst, None if free else src.port))
+                links.append(Link(last[from_op], dst, None if free else port))
 
 
 # ---------------------------------------------------------------- the program
@@ -308,6 +340,12 @@ class Program:
     # composite's core call plus the rest), called first with every argument free.
     tabled_forms: bool = False
     form_calls: dict[str, tuple[tuple[str, ...], list[tuple[str, tuple]]]] = field(
+        default_factory=dict
+    )
+    compiled: int = 0  # rules compiled so far (the next rule's head is ``m_<compiled>``)
+    # a composite slot's literals by (slot, slot index, core called before): the same in
+    # every clause placing it there once its form is registered (``_slot_literals``)
+    slot_literals: dict[tuple[Slot, int, bool], list[tuple[str, tuple]]] = field(
         default_factory=dict
     )
 
@@ -458,9 +496,21 @@ def compile_rule_set(
     several rules) that bind the same form share that work; the answers are the same.
     The matcher uses it; ``explain-rule --datalog`` shows the plain program.
     """
-    prog = Program(tabled_forms=tabled_forms)
     rules = rule_set.rules if isinstance(rule_set, RuleSet) else tuple(rule_set)
-    for k, rule in enumerate(rules):
+    return extended_program(Program(tabled_forms=tabled_forms), rules, aliases)
+
+
+def extended_program(
+    base: Program, rules: Sequence[Rule], aliases: Mapping[str, OpAlias]
+) -> Program:
+    """``base`` (a program of some rules) with ``rules`` compiled after them: equal to the
+    program of both lists compiled in one go, ``base`` itself unchanged. A rule's clauses
+    depend only on the rules before it through the program's names, which the copy
+    carries on."""
+    prog = _copied(base)
+    for rule in rules:
+        k = prog.compiled
+        prog.compiled += 1
         concretes = concretize(rule, aliases)
         arity = max((len(c.head_vars()) for c in concretes), default=0)
         head = f"m_{k}"
@@ -477,7 +527,7 @@ def compile_rule_set(
                 linked.update((link.src, link.dst))
             for i, slot in enumerate(conc.slots):
                 if slot.form is not None:
-                    lits.extend(_slot_literals(prog, slot, i, core_used))
+                    lits.extend(_kept_slot_literals(prog, slot, i, core_used))
                     core_used = core_used or prog.cores.get(slot.form.composite) is not None
                 elif i not in linked:
                     lits.append((prog.node_pred(slot.types), (slot.var,)))
@@ -487,6 +537,16 @@ def compile_rule_set(
         prog.rules[rule.name] = (head, arity, {c.combo: c for c in concretes})
         prog.rule_clauses[rule.name] = clauses
     return prog
+
+
+def _copied(prog: Program) -> Program:
+    """A program whose containers are copies of ``prog``'s (what compiling more rules
+    writes); the clauses and concretes, never written once made, shared."""
+    return Program(**{f.name: _shallow(getattr(prog, f.name)) for f in dataclasses.fields(Program)})
+
+
+def _shallow(value: object) -> object:
+    return type(value)(value) if isinstance(value, dict | set) else value
 
 
 def _core(prog: Program, composite: str) -> tuple[tuple[str, ...], list[Literal]] | None:
@@ -511,6 +571,16 @@ def _core(prog: Program, composite: str) -> tuple[tuple[str, ...], list[Literal]
             core = (head, lits)
     prog.cores[composite] = core
     return core
+
+
+def _kept_slot_literals(prog: Program, slot: Slot, i: int, core_used: bool) -> list[Literal]:
+    """``_slot_literals``, once per program: its first call registers the form (names,
+    clauses), after which its answer for the same arguments never changes."""
+    key = (slot, i, core_used)
+    got = prog.slot_literals.get(key)
+    if got is None:
+        got = prog.slot_literals[key] = _slot_literals(prog, slot, i, core_used)
+    return got
 
 
 def _slot_literals(prog: Program, slot: Slot, i: int, core_used: bool) -> list[Literal]:

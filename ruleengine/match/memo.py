@@ -53,10 +53,10 @@ from typing import Any
 from ruleengine.graph.model import Graph
 from ruleengine.match.anchors import clause_anchor, edge_reach, rule_preds, sibling_groups
 from ruleengine.match.classes import ball, classify
-from ruleengine.match.compile import Program, compile_rule_set
+from ruleengine.match.compile import Program
 from ruleengine.match.facts import match_type
 from ruleengine.match.model import MatchResult
-from ruleengine.match.plain import find_plain
+from ruleengine.match.plain import find_plain, kept_program
 from ruleengine.match.signatures import PendingStructure, Structure, structure
 from ruleengine.match.window import match_window
 from ruleengine.ops.model import OpAlias
@@ -142,7 +142,7 @@ def find_memo(
     # (neither reads the other: ~0.7 s CPU each at 2048 layers)
     pending = PendingStructure(graph) if jobs > 1 else None
     rules = tuple(r for r in rule_set.rules if r.enabled)
-    prog = compile_rule_set(rules, aliases, tabled_forms=True)
+    prog = kept_program(rules, aliases)
     st = structure(graph) if pending is None else pending.result()
     del pending
     # a hub's edges: the rules reading them go the plain way; its shared-input facts

@@ -12,26 +12,50 @@ from collections.abc import Mapping
 from ruleengine.graph.model import Graph
 from ruleengine.match.binding import Reject, build_candidate
 from ruleengine.match.checks import check_binding, nothing_per_op, op_plan
-from ruleengine.match.compile import PAD, Program, compile_rule_set
+from ruleengine.match.compile import PAD, Program, compile_rule_set, extended_program
 from ruleengine.match.datalog import datalog_answers
 from ruleengine.match.model import Candidate, MatchResult, NearMiss
 from ruleengine.ops.model import OpAlias
 from ruleengine.rules.model import Rule, RuleSet
 
-# The last program compiled, with its rules and aliases: a model's control-flow bodies
+# The programs compiled last, with their rules and aliases: a model's control-flow bodies
 # (``rewrite.bodies``: one match per body, 50 in silero-vad.onnx) share one compilation
-# (2 s each on 2 cores). The program is graph-independent and only its compilation
-# writes it.
-_LAST: list[tuple[tuple[Rule, ...], Mapping[str, OpAlias], Program]] = []
+# (2 s each on 2 cores), and ``suggest`` matches the same few rule sets many times (the
+# given rules on the model and on its spelled-out copy, the given rules and its drafts).
+# A program is graph-independent and only its compilation writes it. Kept by recency
+# within KEPT_CLAUSES clauses in all (a program's memory grows with its clauses: the
+# bundled library's 11,000 take ~100 MB), the most recent always.
+KEPT_CLAUSES = 25_000
+_KEPT: list[tuple[tuple[Rule, ...], Mapping[str, OpAlias], Program]] = []
 
 
-def _compiled(rules: tuple[Rule, ...], aliases: Mapping[str, OpAlias]) -> Program:
-    """``compile_rule_set(rules, aliases, tabled_forms=True)``, the last one kept."""
-    if _LAST and _LAST[0][0] == rules and _LAST[0][1] == aliases:
-        return _LAST[0][2]
-    prog = compile_rule_set(rules, aliases, tabled_forms=True)
-    _LAST[:] = [(rules, aliases, prog)]
+def kept_program(rules: tuple[Rule, ...], aliases: Mapping[str, OpAlias]) -> Program:
+    """``compile_rule_set(rules, aliases, tabled_forms=True)``: a kept program of the same
+    rules, else the longest kept program of the first ones with the rest compiled after
+    (``extended_program``), else compiled anew."""
+    longest: tuple[int, int] | None = None  # (rules shared, index in _KEPT)
+    for i, (kept_rules, kept_aliases, _prog) in enumerate(_KEPT):
+        n = len(kept_rules)
+        if kept_aliases != aliases or n > len(rules) or rules[:n] != kept_rules:
+            continue
+        if longest is None or n > longest[0]:
+            longest = (n, i)
+    if longest is not None:
+        n, i = longest
+        _KEPT.append(_KEPT.pop(i))
+        if n == len(rules):
+            return _KEPT[-1][2]
+        prog = extended_program(_KEPT[-1][2], rules[n:], aliases)
+    else:
+        prog = compile_rule_set(rules, aliases, tabled_forms=True)
+    _KEPT.append((rules, aliases, prog))
+    while len(_KEPT) > 1 and sum(_clauses(p) for _r, _a, p in _KEPT) > KEPT_CLAUSES:
+        _KEPT.pop(0)
     return prog
+
+
+def _clauses(prog: Program) -> int:
+    return sum(len(combos) for _head, _arity, combos in prog.rules.values())
 
 
 def find_plain(
@@ -45,7 +69,7 @@ def find_plain(
     per rule and node set, plus the near misses (``find_candidates`` without the memo)."""
     t0 = time.perf_counter()
     rules = tuple(r for r in rule_set.rules if r.enabled)
-    prog = _compiled(rules, aliases)
+    prog = kept_program(rules, aliases)
     t1 = time.perf_counter()
     answers, timings, t2, n_facts = datalog_answers(graph, prog, jobs=jobs)
     t3 = time.perf_counter()
