@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from ruleengine.graph.model import Graph
+from ruleengine.match.kept import kept_store
 from ruleengine.match.matcher import default_aliases, find_candidates
 from ruleengine.match.memo import find_memo, memo_applies
 from ruleengine.match.model import MatchResult
@@ -58,7 +59,16 @@ def _match_chunk(rules: tuple[Rule, ...]) -> MatchResult:
 
 
 def find_candidates_parallel(graph: Graph, rule_set: RuleSet, jobs: int) -> MatchResult:
-    """``find_candidates`` with the rules split over ``jobs`` processes (the same result)."""
+    """``find_candidates`` with the rules split over ``jobs`` processes (the same result);
+    within ``match.kept.kept_matches``, the rules matched on this graph before are not
+    matched again."""
+    kept = kept_store()
+    if kept is not None and not memo_applies(graph):
+        return kept.matched_with(graph, rule_set, lambda rules: _matched(graph, rules, jobs))
+    return _matched(graph, rule_set, jobs)
+
+
+def _matched(graph: Graph, rule_set: RuleSet, jobs: int) -> MatchResult:
     # A repeated structure is matched once (match.memo), in this process: the rest is
     # translation, cheaper than forking and sending every translated binding back. Only
     # when the memo declines (little repetition) are the rules split over processes.

@@ -86,14 +86,16 @@ def suggest(
     Deterministic: every solve is bounded by CP-SAT's deterministic time, not wall time
     (``RESOLVE_SECONDS``, ``partition.SOLVE_SECONDS``); a problem met again is not
     solved again (``solves.cached_solves``), a model measured again with the same drafts
-    not analysed again (``analyses.held_analyses``)."""
+    not analysed again (``analyses.held_analyses``), a rule matched on a model once
+    (``match.kept.kept_matches``)."""
+    from ruleengine.match.kept import kept_matches
     from ruleengine.pipeline import DEFAULT_PRESET
     from ruleengine.resolve import deterministic_budget
 
     if not rules and preset is None:
         preset = DEFAULT_PRESET
     given = Given(rules, preset, target, dims)
-    with deterministic_budget(RESOLVE_SECONDS), cached_solves(), held_analyses():
+    with deterministic_budget(RESOLVE_SECONDS), cached_solves(), held_analyses(), kept_matches():
         return _suggest(models, given, min_bytes, max_rules, progress or _quiet)
 
 

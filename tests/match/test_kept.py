@@ -1,0 +1,112 @@
+"""What suggest keeps between its analyses gives exactly what matching again gives: each
+rule's matches per model file (``match.kept``) and the compiled programs (``kept_program``,
+``extended_program``)."""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import onnx
+import pytest
+
+from ruleengine.graph import load_graph
+from ruleengine.graph.loader import graph_from_model
+from ruleengine.match import plain
+from ruleengine.match.compile import compile_rule_set, extended_program, program_text
+from ruleengine.match.kept import kept_matches
+from ruleengine.match.matcher import default_aliases
+from ruleengine.match.parallel import find_candidates_parallel
+from ruleengine.rules import load_rule_set
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+from synthetic import decoder_stack
+
+pytestmark = pytest.mark.unit
+
+
+@pytest.fixture(scope="module")
+def stack_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("kept") / "stack.onnx"
+    onnx.save(decoder_stack(1), path)
+    return path
+
+
+@pytest.fixture(scope="module")
+def bundled():
+    return load_rule_set([], preset="all")
+
+
+def test_kept_matches_equal_matching_every_rule_again(stack_file: Path, bundled) -> None:
+    full = find_candidates_parallel(load_graph(stack_file), bundled, 1)
+    half = replace(bundled, rules=bundled.rules[::2])
+    with kept_matches() as kept:
+        first = find_candidates_parallel(load_graph(stack_file), half, 1)
+        both = find_candidates_parallel(load_graph(stack_file), bundled, 1)
+        asked_again = kept.matched
+        again = find_candidates_parallel(load_graph(stack_file), bundled, 1)
+    assert len(full.candidates) > 20 and full.near_misses
+    assert both.candidates == full.candidates
+    assert both.near_misses == full.near_misses
+    assert again.candidates == full.candidates and again.near_misses == full.near_misses
+    assert first.candidates == find_candidates_parallel(load_graph(stack_file), half, 1).candidates
+    # the second call matched only the rules the first had not; the third, none
+    assert asked_again == len(bundled.rules)
+    assert kept.matched == asked_again
+
+
+def test_a_changed_rule_or_file_is_matched_again(tmp_path: Path, stack_file: Path, bundled) -> None:
+    first = bundled.rules[0]
+    changed = replace(
+        bundled, rules=(replace(first, priority=first.priority + 1), *bundled.rules[1:])
+    )
+    copy = tmp_path / "copy.onnx"
+    copy.write_bytes(stack_file.read_bytes())
+    with kept_matches() as kept:
+        find_candidates_parallel(load_graph(stack_file), bundled, 1)
+        n = kept.matched
+        find_candidates_parallel(load_graph(stack_file), changed, 1)
+        assert kept.matched == n + 1
+        find_candidates_parallel(load_graph(copy), bundled, 1)  # another file: all again
+        assert kept.matched == 2 * n + 1
+
+
+def test_a_graph_without_a_file_is_matched_as_usual(bundled) -> None:
+    graph = graph_from_model(decoder_stack(1))
+    with kept_matches() as kept:
+        got = find_candidates_parallel(graph, bundled, 1)
+    assert kept.held == {} and kept.matched == 0
+    assert got.candidates == find_candidates_parallel(graph, bundled, 1).candidates
+
+
+def test_a_program_extended_equals_the_whole_compiled_at_once(bundled) -> None:
+    rules = tuple(r for r in bundled.rules if r.enabled)
+    aliases = default_aliases()
+    whole = compile_rule_set(rules, aliases, tabled_forms=True)
+    for k in (0, 1, len(rules) // 2, len(rules)):
+        base = compile_rule_set(rules[:k], aliases, tabled_forms=True)
+        before = program_text(base)
+        grown = extended_program(base, rules[k:], aliases)
+        assert grown == whole
+        assert program_text(grown) == program_text(whole)
+        assert program_text(base) == before  # the base is not written
+
+
+def test_kept_programs_are_reused_and_extended(monkeypatch: pytest.MonkeyPatch, bundled) -> None:
+    rules = tuple(r for r in bundled.rules if r.enabled)
+    aliases = default_aliases()
+    monkeypatch.setattr(plain, "_KEPT", [])
+    compiled: list[int] = []
+    real = plain.compile_rule_set
+
+    def counted(rs, al, **kw):
+        compiled.append(len(rs))
+        return real(rs, al, **kw)
+
+    monkeypatch.setattr(plain, "compile_rule_set", counted)
+    head = plain.kept_program(rules[:10], aliases)
+    assert plain.kept_program(rules[:10], aliases) is head
+    grown = plain.kept_program(rules, aliases)  # the first ten's program extended
+    assert compiled == [10]
+    assert grown == compile_rule_set(rules, aliases, tabled_forms=True)
