@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import glob
 import os
+import stat
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -21,7 +23,7 @@ from ruleengine.rules import checks
 from ruleengine.rules.build import check_and_build, provisional_ops, semantic_findings
 from ruleengine.rules.model import Rule, RuleSet
 from ruleengine.rules.schema import validate_document
-from ruleengine.yamlio import Document, read_documents
+from ruleengine.yamlio import MAX_FILE_BYTES, Document, read_documents
 
 RULE_SUFFIXES = (".yaml", ".yml")
 _GLOB_CHARS = set("*?[")
@@ -222,8 +224,6 @@ def _provisional_params(doc: Document) -> list[Diagnostic]:
 def _lint_stdin(set_checks: bool = False) -> LintResult:
     import sys
 
-    from ruleengine.yamlio import MAX_FILE_BYTES
-
     data = sys.stdin.buffer.read(MAX_FILE_BYTES + 1) if hasattr(sys.stdin, "buffer") else b""
     if len(data) > MAX_FILE_BYTES or b"\x00" in data:
         what = "file-too-large" if len(data) > MAX_FILE_BYTES else "unreadable-file"
@@ -260,12 +260,41 @@ def lint_paths(paths: Sequence[str | Path], *, set_checks: bool) -> LintResult:
     return _lint_files(files, set_checks=set_checks)
 
 
+# Files linted in this process, by name as shown and content: ``suggest`` loads the same
+# bundled library (and the same drafts) once per analysis it runs, hundreds of times. A
+# file's findings and rules depend on its name and text only (the op tables they are
+# checked against are bundled data, read once per process). The most recent KEPT_FILES.
+KEPT_FILES = 4096
+_LINTED: OrderedDict[tuple[str, bytes], LintResult] = OrderedDict()
+
+
+def _lint_file_kept(path: Path) -> LintResult:
+    """``lint_file(path)``, reused where the same name and text were linted before."""
+    try:
+        st = path.stat()
+        regular = stat.S_ISREG(st.st_mode) and st.st_size <= MAX_FILE_BYTES
+        raw = path.read_bytes() if regular else None
+    except OSError:
+        raw = None
+    if raw is None:  # unreadable, too large or not a file: lint_file says so
+        return lint_file(path)
+    key = (_display(path), raw)
+    found = _LINTED.get(key)
+    if found is None:
+        found = _LINTED[key] = lint_file(path)
+        while len(_LINTED) > KEPT_FILES:
+            _LINTED.popitem(last=False)
+    else:
+        _LINTED.move_to_end(key)
+    return found
+
+
 def _lint_files(files: Sequence[Path], *, set_checks: bool) -> LintResult:
     rules: list[Rule] = []
     diags: list[Diagnostic] = []
     reports: list[FileReport] = []
     for f in files:
-        res = _lint_stdin(set_checks) if str(f) == "-" else lint_file(f, set_checks=set_checks)
+        res = _lint_stdin(set_checks) if str(f) == "-" else _lint_file_kept(f)
         rules.extend(res.rules)
         diags.extend(res.diagnostics)
         reports.extend(res.files)
