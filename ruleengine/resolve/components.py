@@ -118,11 +118,12 @@ class Components:
             self.node_where = where[by_root]
 
     def link_pairs(self, sets: Sequence[Collection[str]]) -> None:
-        """``link_overlapping`` by a union per (member, element) pair (no positions kept)."""
+        """``link_overlapping`` in plain Python (no positions kept): each member joined
+        to the first member holding each of its elements, one union per distinct such
+        member (the segment tables call it thousands of times on a few hundred members)."""
         first: dict[str, int] = {}
         for i, nodes in enumerate(sets):
-            for e in nodes:
-                j = first.setdefault(e, i)
+            for j in {first.setdefault(e, i) for e in nodes}:
                 if j != i:
                     self.union(i, j)
 

@@ -319,6 +319,25 @@ def _segment_key(
     )
 
 
+def _proven_once(
+    solve_part: Callable[[tuple[int, ...], tuple[frozenset[int], ...]], Solution],
+) -> Callable[[tuple[int, ...], tuple[frozenset[int], ...]], Solution]:
+    """``solve_part`` with each proven answer kept: many pairs of boundary states leave
+    the same interior members free (a boundary member blocks only its neighbours). An
+    answer cut short is not kept (solving again may go further with the budget left)."""
+    solved: dict[tuple, Solution] = {}
+
+    def part(free: tuple[int, ...], cuts: tuple[frozenset[int], ...]) -> Solution:
+        got = solved.get((free, cuts))
+        if got is None:
+            got = solve_part(free, cuts)
+            if got[1] == "OPTIMAL":
+                solved[free, cuts] = got
+        return got
+
+    return part
+
+
 def _segment_table(
     left: Sequence[frozenset[int]],
     right: Sequence[frozenset[int]],
@@ -336,6 +355,7 @@ def _segment_table(
     position = {g: p for p, g in enumerate(interior)}
     table: Table = {}
     proven = True
+    part = _proven_once(solve_part)  # many boundary pairs leave the same interior free
     for i, a in enumerate(left):
         for j, b in enumerate(right):
             if a & right_set != b & left_set:  # a member crossing both cuts: one choice
@@ -364,7 +384,7 @@ def _segment_table(
             if not fits:
                 continue
             if free:
-                best, status, top = solve_part(free, tuple(open_cuts))
+                best, status, top = part(free, tuple(open_cuts))
             else:
                 best, status, top = frozenset(), "OPTIMAL", 0
             done = status == "OPTIMAL"

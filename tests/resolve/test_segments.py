@@ -257,3 +257,21 @@ def test_greedy_is_unchanged_by_the_chain_threshold(monkeypatch: pytest.MonkeyPa
     monkeypatch.setattr(resolve_pkg, "CHAIN_FROM", 2)
     after = resolve(graph, cands, solver="greedy")
     assert [c.candidate.key for c in before.chosen] == [c.candidate.key for c in after.chosen]
+
+
+def test_a_free_interior_is_solved_once_when_proven() -> None:
+    calls: list[tuple] = []
+
+    def solve_part(free, cuts):
+        calls.append((free, cuts))
+        return frozenset(free[:1]), "OPTIMAL" if free[0] % 2 == 0 else "FEASIBLE", 1
+
+    part = segments._proven_once(solve_part)
+    for _ in range(3):
+        assert part((2, 3), ()) == (frozenset({2}), "OPTIMAL", 1)
+        assert part((1, 3), ()) == (frozenset({1}), "FEASIBLE", 1)
+    assert part((2, 3), (frozenset({3}),))[1] == "OPTIMAL"  # other cuts: another problem
+    # the proven part once; the one cut short every time (the budget left may differ)
+    assert calls.count(((2, 3), ())) == 1
+    assert calls.count(((1, 3), ())) == 3
+    assert len(calls) == 5
