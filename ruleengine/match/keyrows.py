@@ -105,22 +105,22 @@ class KeyRows:
         if not n:
             return []
         width = max(self.sets.shape[1], 0 if outside is None else outside.sets.shape[1])
-        rows = self._set_rows(width)
         keep = np.ones(n, dtype=bool)
         if outside is not None and len(outside.order):
-            ids = row_ids(np.vstack((rows, outside._set_rows(width))))
+            ids = row_ids(np.vstack((self._set_rows(width), outside._set_rows(width))))
             keep = ~np.isin(ids[:n], ids[n:])
+        # (rule, node set[, code]) as columns, not rows: equal keys get equal ids in any
+        # order, so the ids of the rows in key order are these ids taken in key order
+        columns = [self.rules, *(self.sets[:, j] for j in range(self.sets.shape[1]))]
         if isinstance(codes, np.ndarray):  # code ids already
-            rows = np.column_stack((rows, codes.astype(np.int32)))
+            columns.append(codes.astype(np.int32))
         elif codes is not None:
             code_id = {c: k for k, c in enumerate(sorted(set(codes)))}
-            rows = np.column_stack(
-                (rows, np.fromiter((code_id[c] for c in codes), dtype=np.int32, count=n))
-            )
+            columns.append(np.fromiter((code_id[c] for c in codes), dtype=np.int32, count=n))
         order = self.order[keep[self.order]]
         if not len(order):
             return []
-        ids = row_ids(rows[order])
+        ids = column_ids(columns)[order]
         first = np.zeros(len(order), dtype=bool)
         first[np.unique(ids, return_index=True)[1]] = True
         return order[first].tolist()
@@ -204,7 +204,7 @@ class RuleRows:
             code[j] = codes[c or ""]
         # one id per distinct key (alternative and node positions; -1 pads, so a shorter
         # tuple is another key); per key the first row in row order
-        ids = row_ids(np.column_stack((alts, at)))
+        ids = column_ids([alts, *(at[:, j] for j in range(at.shape[1]))])
         c_win = self._first_rows(ids, np.flatnonzero(is_c), label)
         n_win = self._first_rows(ids, np.flatnonzero(~is_c), label)
         n_win = n_win[~np.isin(ids[n_win], ids[c_win])]  # a candidate key wins
@@ -330,13 +330,23 @@ class RuleRows:
 def row_ids(rows: np.ndarray) -> np.ndarray:
     """One int per row, equal for equal rows (lexsort and a scan; ``np.unique`` with
     ``axis=0`` sorts a structured view, several times slower)."""
-    n = len(rows)
+    return column_ids([rows[:, j] for j in range(rows.shape[1])])
+
+
+def column_ids(columns: Sequence[np.ndarray]) -> np.ndarray:
+    """``row_ids`` of the rows these columns make, without making them: a column at a
+    time (the rows of one rule at 2048 layers are 1.5 M x 13; a sorted copy of them and
+    its comparison matrix were the peak of matching)."""
+    n = len(columns[0]) if columns else 0
     if not n:
         return np.zeros(0, dtype=np.int64)
-    order = np.lexsort(rows.T[::-1])
-    srt = rows[order]
+    order = np.lexsort(columns[::-1])
     new = np.ones(n, dtype=bool)
-    new[1:] = (srt[1:] != srt[:-1]).any(axis=1)
+    new[1:] = False
+    for col in columns:
+        srt = col[order]
+        new[1:] |= srt[1:] != srt[:-1]
+        del srt
     ids = np.empty(n, dtype=np.int64)
     ids[order] = np.cumsum(new) - 1
     return ids
