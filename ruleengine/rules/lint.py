@@ -155,13 +155,48 @@ def _expand(text: str, add: Callable[[Path], None], missing: list[Diagnostic]) -
         )
 
 
+# Files linted in this process, by name as shown and content: ``suggest`` loads the same
+# bundled library (and the same drafts) once per analysis it runs, hundreds of times. A
+# file's findings and rules depend on its name and text only (the op tables they are
+# checked against are bundled data, read once per process). The most recent KEPT_FILES.
+KEPT_FILES = 4096
+_LINTED: OrderedDict[tuple, LintResult] = OrderedDict()
+
+
+def _file_bytes(path: Path) -> bytes | None:
+    """A regular file's bytes, None where it is not one, is too large or unreadable."""
+    try:
+        st = path.stat()
+        if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_FILE_BYTES:
+            return None
+        return path.read_bytes()
+    except OSError:
+        return None
+
+
 def lint_file(
     path: Path, display: str | None = None, text: str | None = None, *, set_checks: bool = False
 ) -> LintResult:
-    """Read, validate and check one file. Only documents without errors become rules;
-    the params of a document with errors are still checked (AF303), so they show while
-    it has other errors too."""
+    """Read, validate and check one file (``text``: its text, already read). Only
+    documents without errors become rules; the params of a document with errors are
+    still checked (AF303), so they show while it has other errors too. Reused where the
+    same name and text were linted before in this process (``_LINTED``)."""
     display = display if display is not None else _display(path)
+    content = ("text", text) if text is not None else ("file", _file_bytes(path))
+    if content[1] is None:  # unreadable, too large or not a file: linting says so
+        return _lint_one(path, display, text)
+    key = (display, *content)
+    found = _LINTED.get(key)
+    if found is None:
+        found = _LINTED[key] = _lint_one(path, display, text)
+        while len(_LINTED) > KEPT_FILES:
+            _LINTED.popitem(last=False)
+    else:
+        _LINTED.move_to_end(key)
+    return found
+
+
+def _lint_one(path: Path, display: str, text: str | None) -> LintResult:
     docs, diags = read_documents(path, display, text)
     rules: list[Rule] = []
     if not diags and not any(d.data is not None for d in docs):
@@ -260,41 +295,12 @@ def lint_paths(paths: Sequence[str | Path], *, set_checks: bool) -> LintResult:
     return _lint_files(files, set_checks=set_checks)
 
 
-# Files linted in this process, by name as shown and content: ``suggest`` loads the same
-# bundled library (and the same drafts) once per analysis it runs, hundreds of times. A
-# file's findings and rules depend on its name and text only (the op tables they are
-# checked against are bundled data, read once per process). The most recent KEPT_FILES.
-KEPT_FILES = 4096
-_LINTED: OrderedDict[tuple[str, bytes], LintResult] = OrderedDict()
-
-
-def _lint_file_kept(path: Path) -> LintResult:
-    """``lint_file(path)``, reused where the same name and text were linted before."""
-    try:
-        st = path.stat()
-        regular = stat.S_ISREG(st.st_mode) and st.st_size <= MAX_FILE_BYTES
-        raw = path.read_bytes() if regular else None
-    except OSError:
-        raw = None
-    if raw is None:  # unreadable, too large or not a file: lint_file says so
-        return lint_file(path)
-    key = (_display(path), raw)
-    found = _LINTED.get(key)
-    if found is None:
-        found = _LINTED[key] = lint_file(path)
-        while len(_LINTED) > KEPT_FILES:
-            _LINTED.popitem(last=False)
-    else:
-        _LINTED.move_to_end(key)
-    return found
-
-
 def _lint_files(files: Sequence[Path], *, set_checks: bool) -> LintResult:
     rules: list[Rule] = []
     diags: list[Diagnostic] = []
     reports: list[FileReport] = []
     for f in files:
-        res = _lint_stdin(set_checks) if str(f) == "-" else _lint_file_kept(f)
+        res = _lint_stdin(set_checks) if str(f) == "-" else lint_file(f)
         rules.extend(res.rules)
         diags.extend(res.diagnostics)
         reports.extend(res.files)

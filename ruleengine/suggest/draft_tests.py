@@ -12,7 +12,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ruleengine.suggest.analyses import TEMP_PREFIX, Given, write_drafts
+from ruleengine.diagnostics.model import display_path
+from ruleengine.suggest.analyses import TEMP_PREFIX, DraftPaths, Given
 from ruleengine.suggest.fitting import lint_findings
 from ruleengine.suggest.model import DraftRule, Progress
 
@@ -89,10 +90,9 @@ def _first_clash(
     """The ranks of the first two drafts the set checks find alike (AF302), if any."""
     from ruleengine.rules.lint import lint_paths
 
-    with tempfile.TemporaryDirectory(prefix=TEMP_PREFIX) as tmp:
-        write_drafts(tmp, drafts)
-        found = lint_paths([tmp, *in_use], set_checks=True).diagnostics if drafts else ()
-        rank = {str(Path(tmp) / f"{d.name}.yaml"): k for k, d in enumerate(drafts)}
+    with DraftPaths(drafts) as paths:
+        found = lint_paths([*paths(), *in_use], set_checks=True).diagnostics if drafts else ()
+        rank = {display_path(f): k for k, f in enumerate(paths())}
         for diag in found:
             if diag.code != "AF302" or diag.location is None:
                 continue

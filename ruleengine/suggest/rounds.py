@@ -9,19 +9,18 @@ it drafts only where coverage rises, or where it lowers no model's (carried over
 
 from __future__ import annotations
 
-import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ruleengine.suggest.analyses import (
-    TEMP_PREFIX,
+    DraftPaths,
     Given,
     analyses_with,
+    draft_files,
     held_analyses,
     scored_rule,
-    write_drafts,
 )
 from ruleengine.suggest.draft_tests import distinct, with_kernel, with_tests
 from ruleengine.suggest.drafting import (
@@ -87,7 +86,8 @@ def suggest(
     (``RESOLVE_SECONDS``, ``partition.SOLVE_SECONDS``); a problem met again is not
     solved again (``solves.cached_solves``), a model measured again with the same drafts
     not analysed again (``analyses.held_analyses``), a rule matched on a model once
-    (``match.kept.kept_matches``)."""
+    (``match.kept.kept_matches``) and loaded from one file per text
+    (``analyses.draft_files``)."""
     from ruleengine.match.kept import kept_matches
     from ruleengine.pipeline import DEFAULT_PRESET
     from ruleengine.resolve import deterministic_budget
@@ -95,7 +95,13 @@ def suggest(
     if not rules and preset is None:
         preset = DEFAULT_PRESET
     given = Given(rules, preset, target, dims)
-    with deterministic_budget(RESOLVE_SECONDS), cached_solves(), held_analyses(), kept_matches():
+    with (
+        deterministic_budget(RESOLVE_SECONDS),
+        cached_solves(),
+        held_analyses(),
+        kept_matches(),
+        draft_files(),
+    ):
         return _suggest(models, given, min_bytes, max_rules, progress or _quiet)
 
 
@@ -444,9 +450,8 @@ def redraft(
     """Draft again for one model with the drafted rules in use; everything measured and
     pruned together. The new state (baseline, graphs, drafts, report, dropped) when the
     coverage summed over the models rises, else None."""
-    with tempfile.TemporaryDirectory(prefix=TEMP_PREFIX) as tmp:
-        write_drafts(tmp, drafts)
-        with_drafts = replace(given, rules=[*given.rules, tmp])
+    with DraftPaths(drafts) as paths:
+        with_drafts = replace(given, rules=[*given.rules, *paths()])
         again, more, more_dropped, more_graphs = draft_rules(
             [model], with_drafts, min_bytes, None, note, names=[name]
         )
