@@ -39,3 +39,25 @@ def test_outside_a_run_each_load_has_its_own_folder() -> None:
         first, second = one(), two()
         assert first != second and Path(first[0]).exists()
     assert not Path(first[0]).exists()
+
+
+@pytest.mark.parametrize("in_run", [False, True])
+def test_alike_drafts_are_found_whatever_the_working_directory(
+    in_run: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Run from the temporary folder's parent, findings name the drafts by relative paths:
+    they must still be told apart (they were not, and the drafts depended on the folder
+    suggest was started in)."""
+    import tempfile
+    from contextlib import nullcontext
+
+    from ruleengine.suggest.draft_tests import _first_clash
+
+    text = "name: {n}\npriority: 5\nmatch:\n  ops:\n    - type: MatMul\n    - type: Relu\n"
+    drafts = [
+        DraftRule(n, text.format(n=n) + f"rewrite:\n  target_op: R{n}\n", Cluster((), ()), 1)
+        for n in ("a", "b")
+    ]
+    monkeypatch.chdir(tempfile.gettempdir())
+    with draft_files() if in_run else nullcontext():
+        assert _first_clash(drafts, []) == (0, 1)
