@@ -81,20 +81,21 @@ def test_a_graph_without_a_file_is_matched_as_usual(bundled) -> None:
 
 
 def test_a_program_extended_equals_the_whole_compiled_at_once(bundled) -> None:
-    rules = tuple(r for r in bundled.rules if r.enabled)
+    rules = tuple(r for r in bundled.rules if r.enabled)[:24]  # composites and repeats among them
     aliases = default_aliases()
     whole = compile_rule_set(rules, aliases, tabled_forms=True)
-    for k in (0, 1, len(rules) // 2, len(rules)):
+    text = program_text(whole)
+    for k in (0, 1, len(rules) // 2):
         base = compile_rule_set(rules[:k], aliases, tabled_forms=True)
         before = program_text(base)
         grown = extended_program(base, rules[k:], aliases)
-        assert grown == whole
-        assert program_text(grown) == program_text(whole)
+        assert program_text(grown) == text
+        assert grown.rules.keys() == whole.rules.keys() and grown.compiled == len(rules)
         assert program_text(base) == before  # the base is not written
 
 
 def test_kept_programs_are_reused_and_extended(monkeypatch: pytest.MonkeyPatch, bundled) -> None:
-    rules = tuple(r for r in bundled.rules if r.enabled)
+    rules = tuple(r for r in bundled.rules if r.enabled)[:24]
     aliases = default_aliases()
     monkeypatch.setattr(plain, "_KEPT", [])
     compiled: list[int] = []
@@ -109,4 +110,4 @@ def test_kept_programs_are_reused_and_extended(monkeypatch: pytest.MonkeyPatch, 
     assert plain.kept_program(rules[:10], aliases) is head
     grown = plain.kept_program(rules, aliases)  # the first ten's program extended
     assert compiled == [10]
-    assert grown == compile_rule_set(rules, aliases, tabled_forms=True)
+    assert program_text(grown) == program_text(compile_rule_set(rules, aliases, tabled_forms=True))
