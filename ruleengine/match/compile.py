@@ -20,7 +20,6 @@ evaluates them left to right.
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
 import re
 from collections import Counter
@@ -342,7 +341,6 @@ class Program:
     form_calls: dict[str, tuple[tuple[str, ...], list[tuple[str, tuple]]]] = field(
         default_factory=dict
     )
-    compiled: int = 0  # rules compiled so far (the next rule's head is ``m_<compiled>``)
     # a composite slot's literals by (slot, slot index, core called before): the same in
     # every clause placing it there once its form is registered (``_slot_literals``)
     slot_literals: dict[tuple[Slot, int, bool], list[tuple[str, tuple]]] = field(
@@ -496,21 +494,9 @@ def compile_rule_set(
     several rules) that bind the same form share that work; the answers are the same.
     The matcher uses it; ``explain-rule --datalog`` shows the plain program.
     """
+    prog = Program(tabled_forms=tabled_forms)
     rules = rule_set.rules if isinstance(rule_set, RuleSet) else tuple(rule_set)
-    return extended_program(Program(tabled_forms=tabled_forms), rules, aliases)
-
-
-def extended_program(
-    base: Program, rules: Sequence[Rule], aliases: Mapping[str, OpAlias]
-) -> Program:
-    """``base`` (a program of some rules) with ``rules`` compiled after them: equal to the
-    program of both lists compiled in one go, ``base`` itself unchanged. A rule's clauses
-    depend only on the rules before it through the program's names, which the copy
-    carries on."""
-    prog = _copied(base)
-    for rule in rules:
-        k = prog.compiled
-        prog.compiled += 1
+    for k, rule in enumerate(rules):
         concretes = concretize(rule, aliases)
         arity = max((len(c.head_vars()) for c in concretes), default=0)
         head = f"m_{k}"
@@ -537,16 +523,6 @@ def extended_program(
         prog.rules[rule.name] = (head, arity, {c.combo: c for c in concretes})
         prog.rule_clauses[rule.name] = clauses
     return prog
-
-
-def _copied(prog: Program) -> Program:
-    """A program whose containers are copies of ``prog``'s (what compiling more rules
-    writes); the clauses and concretes, never written once made, shared."""
-    return Program(**{f.name: _shallow(getattr(prog, f.name)) for f in dataclasses.fields(Program)})
-
-
-def _shallow(value: object) -> object:
-    return type(value)(value) if isinstance(value, dict | set) else value
 
 
 def _core(prog: Program, composite: str) -> tuple[tuple[str, ...], list[Literal]] | None:

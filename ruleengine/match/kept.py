@@ -2,19 +2,19 @@
 
 ``suggest`` runs the whole pipeline again and again on the same model: once per measure,
 once per drafted rule scored alone, with the given rules beside a few drafts that change.
-Each run matched every rule again (compiling the bundled library each time: ~3 s on a
-small model). A rule's candidates and near misses depend on that rule and the graph only
-(``match.parallel`` relies on the same fact), and a match result is sorted by candidate
-key, which starts with the rule's name: so a rule set's result is its rules' results
-merged in key order, and each rule needs matching once per graph.
+Each run matched every rule again, the bundled library's 84 rules included. A rule's
+candidates and near misses depend on that rule and the graph only (``match.parallel``
+relies on the same fact), and a match result is sorted by candidate key, which starts
+with the rule's name: so a rule set's result is its rules' results merged in key order,
+and each rule needs matching once per graph.
 
 ``kept_matches()`` installs the store; ``match.parallel.find_candidates_parallel`` asks
-it (``matched``) and matches only the rules it does not hold. Outside it nothing is kept.
-A graph is known by its file (path, size, modification time) and a digest of what the
-loader made of it (nodes, tensors, bound dims), never by object identity: every analysis
-loads its model again. Graphs without a file, and graphs the repeated-structure memo
-matches (its results carry translation tables that do not split by rule), are matched as
-usual.
+it (``matched_with``) and matches only the rules it does not hold. Outside it nothing is
+kept. A graph is known by its file (path, size, modification time) and a digest of what
+the loader made of it (nodes, tensors, bound dims), never by object identity: every
+analysis loads its model again. Graphs without a file, and graphs the repeated-structure
+memo matches (its results carry translation tables that do not split by rule), are
+matched as usual.
 """
 
 from __future__ import annotations
@@ -37,11 +37,10 @@ _PerRule = tuple[tuple[Candidate, ...], tuple[NearMiss, ...]]
 
 @dataclass
 class KeptMatches:
-    """Per graph key, per rule: what matching found (``held``); ``asked``: rules asked
-    for, ``matched``: rules handed to the matcher."""
+    """Per graph key, per rule: what matching found (``held``); ``matched``: how many
+    rules were handed to the matcher."""
 
     held: dict[bytes, dict[Rule, _PerRule]] = field(default_factory=dict)
-    asked: int = 0
     matched: int = 0
 
     def matched_with(
@@ -55,7 +54,6 @@ class KeptMatches:
         per_rule = self.held.setdefault(key, {})
         rules = [r for r in rule_set.rules if r.enabled]
         new = tuple(dict.fromkeys(r for r in rules if r not in per_rule))
-        self.asked += len(rules)
         self.matched += len(new)
         found = MatchResult(())
         if new:

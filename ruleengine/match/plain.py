@@ -12,42 +12,31 @@ from collections.abc import Mapping
 from ruleengine.graph.model import Graph
 from ruleengine.match.binding import Reject, build_candidate
 from ruleengine.match.checks import check_binding, nothing_per_op, op_plan
-from ruleengine.match.compile import PAD, Program, compile_rule_set, extended_program
+from ruleengine.match.compile import PAD, Program, compile_rule_set
 from ruleengine.match.datalog import datalog_answers
 from ruleengine.match.model import Candidate, MatchResult, NearMiss
 from ruleengine.ops.model import OpAlias
 from ruleengine.rules.model import Rule, RuleSet
 
 # The programs compiled last, with their rules and aliases: a model's control-flow bodies
-# (``rewrite.bodies``: one match per body, 50 in silero-vad.onnx) share one compilation
-# (2 s each on 2 cores), and ``suggest`` matches the same few rule sets many times (the
-# given rules on the model and on its spelled-out copy, the given rules and its drafts).
-# A program is graph-independent and only its compilation writes it. Kept by recency
-# within KEPT_CLAUSES clauses in all (a program's memory grows with its clauses: the
-# bundled library's 11,000 take ~100 MB), the most recent always.
+# (``rewrite.bodies``: one match per body, 50 in silero-vad.onnx) share one compilation,
+# and ``suggest`` matches the same few rule sets many times (the given rules on the model
+# and on its spelled-out copy, the given rules with the same drafts). A program is
+# graph-independent and only its compilation writes it. Kept by recency within
+# KEPT_CLAUSES clauses in all (a program's memory grows with its clauses: the bundled
+# library's 11,163 take ~58 MB), the most recent always.
 KEPT_CLAUSES = 25_000
 _KEPT: list[tuple[tuple[Rule, ...], Mapping[str, OpAlias], Program]] = []
 
 
 def kept_program(rules: tuple[Rule, ...], aliases: Mapping[str, OpAlias]) -> Program:
-    """``compile_rule_set(rules, aliases, tabled_forms=True)``: a kept program of the same
-    rules, else the longest kept program of the first ones with the rest compiled after
-    (``extended_program``), else compiled anew."""
-    longest: tuple[int, int] | None = None  # (rules shared, index in _KEPT)
-    for i, (kept_rules, kept_aliases, _prog) in enumerate(_KEPT):
-        n = len(kept_rules)
-        if kept_aliases != aliases or n > len(rules) or rules[:n] != kept_rules:
-            continue
-        if longest is None or n > longest[0]:
-            longest = (n, i)
-    if longest is not None:
-        n, i = longest
-        _KEPT.append(_KEPT.pop(i))
-        if n == len(rules):
-            return _KEPT[-1][2]
-        prog = extended_program(_KEPT[-1][2], rules[n:], aliases)
-    else:
-        prog = compile_rule_set(rules, aliases, tabled_forms=True)
+    """``compile_rule_set(rules, aliases, tabled_forms=True)``, a kept one where the same
+    rules and aliases were compiled before."""
+    for i, (kept_rules, kept_aliases, prog) in enumerate(_KEPT):
+        if kept_rules == rules and kept_aliases == aliases:
+            _KEPT.append(_KEPT.pop(i))
+            return prog
+    prog = compile_rule_set(rules, aliases, tabled_forms=True)
     _KEPT.append((rules, aliases, prog))
     while len(_KEPT) > 1 and sum(_clauses(p) for _r, _a, p in _KEPT) > KEPT_CLAUSES:
         _KEPT.pop(0)

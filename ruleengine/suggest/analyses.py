@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from ruleengine.suggest.model import DraftRule, ModelBaseline, Progress
 
@@ -50,7 +50,14 @@ class Given:
         return analyze(path, rules, preset=self.preset, target=self.target, dims=self.dims)
 
 
-def write_drafts(folder: str | Path, drafts: Iterable[DraftRule]) -> None:
+class RuleText(NamedTuple):
+    """A rule's name and YAML text: what writing a draft needs of it."""
+
+    name: str
+    text: str
+
+
+def write_drafts(folder: str | Path, drafts: Iterable[DraftRule | RuleText]) -> None:
     """Write each drafted rule as ``<name>.yaml`` into ``folder``."""
     for d in drafts:
         (Path(folder) / f"{d.name}.yaml").write_text(d.text, encoding="utf-8")
@@ -85,15 +92,15 @@ def _held_key(path: str | Path, drafts: Sequence[DraftRule], given: Given) -> tu
 
 
 def _analyze_held(
-    path: str | Path, drafts: Sequence[DraftRule], given: Given, folder: Callable[[], list[str]]
+    path: str | Path, drafts: Sequence[DraftRule], given: Given, paths: Callable[[], list[str]]
 ) -> Analysis:
-    """``path`` analysed with the drafts (loaded from ``folder()``), held for reuse."""
+    """``path`` analysed with the drafts (loaded from ``paths()``), held for reuse."""
     held = _HELD.get()
     key = _held_key(path, drafts, given) if held is not None else None
     if held is not None and key in held:
         held.move_to_end(key)
         return held[key]
-    extra = folder() if drafts else []
+    extra = paths() if drafts else []
     analysis = given.analyze(path, [*given.rules, *extra])
     if held is not None:
         held[key] = analysis
@@ -140,7 +147,7 @@ class DraftPaths:
     """The drafts' files, one per draft in order: within ``draft_files`` the run's,
     else in a temporary folder made on first use."""
 
-    def __init__(self, drafts: Iterable[DraftRule]) -> None:
+    def __init__(self, drafts: Iterable[DraftRule | RuleText]) -> None:
         self.drafts = drafts
         self.tmp: tempfile.TemporaryDirectory | None = None
 
@@ -163,8 +170,8 @@ class DraftPaths:
 
 def analysis_with_drafts(path: str | Path, drafts: Sequence[DraftRule], given: Given) -> Analysis:
     """The analysis of ``path`` with the drafted rules beside the given ones."""
-    with DraftPaths(drafts) as folder:
-        return _analyze_held(path, drafts, given, folder)
+    with DraftPaths(drafts) as paths:
+        return _analyze_held(path, drafts, given, paths)
 
 
 def covered(analysis: Analysis) -> float:
@@ -180,10 +187,10 @@ def analyses_with(
 ) -> list[Analysis]:
     """Every model of ``baseline`` analysed with the drafted rules beside the given ones."""
     out = []
-    with DraftPaths(drafts) as folder:
+    with DraftPaths(drafts) as paths:
         for path, name, *_ in baseline:
             note(f"measuring {name} with the suggested rules")
-            out.append(_analyze_held(path, drafts, given, folder))
+            out.append(_analyze_held(path, drafts, given, paths))
     return out
 
 
@@ -193,12 +200,7 @@ def scored_rule(name: str, text: str, analysis: Analysis) -> list[ScoredCandidat
     from ruleengine.match.parallel import find_candidates_parallel
     from ruleengine.rules.lint import load_rule_set
 
-    run = _FILES.get()
-    if run is not None:
-        rule_set = load_rule_set([_run_file(run, name, text)])
-    else:
-        with tempfile.TemporaryDirectory(prefix=TEMP_PREFIX) as tmp:
-            (Path(tmp) / f"{name}.yaml").write_text(text, encoding="utf-8")
-            rule_set = load_rule_set([tmp])
+    with DraftPaths([RuleText(name, text)]) as paths:
+        rule_set = load_rule_set(paths())
     match = find_candidates_parallel(analysis.graph, rule_set, 1)
     return list(score_candidates(analysis.graph, match, rule_set, analysis.target))

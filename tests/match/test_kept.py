@@ -1,6 +1,6 @@
 """What suggest keeps between its analyses gives exactly what matching again gives: each
-rule's matches per model file (``match.kept``) and the compiled programs (``kept_program``,
-``extended_program``)."""
+rule's matches per model file (``match.kept``) and the compiled programs
+(``kept_program``)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import pytest
 from ruleengine.graph import load_graph
 from ruleengine.graph.loader import graph_from_model
 from ruleengine.match import plain
-from ruleengine.match.compile import compile_rule_set, extended_program, program_text
+from ruleengine.match.compile import compile_rule_set, program_text
 from ruleengine.match.kept import kept_matches
 from ruleengine.match.matcher import default_aliases
 from ruleengine.match.parallel import find_candidates_parallel
@@ -80,22 +80,8 @@ def test_a_graph_without_a_file_is_matched_as_usual(bundled) -> None:
     assert got.candidates == find_candidates_parallel(graph, bundled, 1).candidates
 
 
-def test_a_program_extended_equals_the_whole_compiled_at_once(bundled) -> None:
+def test_kept_programs_are_reused_and_bounded(monkeypatch: pytest.MonkeyPatch, bundled) -> None:
     rules = tuple(r for r in bundled.rules if r.enabled)[:24]  # composites and repeats among them
-    aliases = default_aliases()
-    whole = compile_rule_set(rules, aliases, tabled_forms=True)
-    text = program_text(whole)
-    for k in (0, 1, len(rules) // 2):
-        base = compile_rule_set(rules[:k], aliases, tabled_forms=True)
-        before = program_text(base)
-        grown = extended_program(base, rules[k:], aliases)
-        assert program_text(grown) == text
-        assert grown.rules.keys() == whole.rules.keys() and grown.compiled == len(rules)
-        assert program_text(base) == before  # the base is not written
-
-
-def test_kept_programs_are_reused_and_extended(monkeypatch: pytest.MonkeyPatch, bundled) -> None:
-    rules = tuple(r for r in bundled.rules if r.enabled)[:24]
     aliases = default_aliases()
     monkeypatch.setattr(plain, "_KEPT", [])
     compiled: list[int] = []
@@ -107,7 +93,12 @@ def test_kept_programs_are_reused_and_extended(monkeypatch: pytest.MonkeyPatch, 
 
     monkeypatch.setattr(plain, "compile_rule_set", counted)
     head = plain.kept_program(rules[:10], aliases)
-    assert plain.kept_program(rules[:10], aliases) is head
-    grown = plain.kept_program(rules, aliases)  # the first ten's program extended
-    assert compiled == [10]
-    assert program_text(grown) == program_text(compile_rule_set(rules, aliases, tabled_forms=True))
+    reloaded = tuple(load_rule_set([], preset="all").rules)  # equal rules, new objects
+    assert plain.kept_program(tuple(r for r in reloaded if r.enabled)[:10], aliases) is head
+    whole = plain.kept_program(rules, aliases)
+    assert compiled == [10, 24]
+    assert program_text(whole) == program_text(compile_rule_set(rules, aliases, tabled_forms=True))
+    # within KEPT_CLAUSES: the oldest programs go first, the most recent always stays
+    monkeypatch.setattr(plain, "KEPT_CLAUSES", plain._clauses(whole))
+    plain.kept_program(rules[:5], aliases)
+    assert [len(r) for r, _a, _p in plain._KEPT] == [5]
