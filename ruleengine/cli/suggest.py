@@ -176,6 +176,13 @@ def suggest_command(
         None, "--max-rules", min=1, help="Draft at most this many rules (largest saving first)."
     ),
     fmt: Format = typer.Option(Format.text, "--format", "-f", help="Summary format."),
+    jobs: int | None = typer.Option(
+        None,
+        "--jobs",
+        "-j",
+        min=1,
+        help="Processes suggest may use (default: the cores); the drafts are the same.",
+    ),
 ) -> None:
     """Draft rules for the fusable traffic that no rule captures, with coverage before/after.
 
@@ -200,6 +207,7 @@ def suggest_command(
             min_bytes=min_bytes,
             max_rules=max_rules,
             progress=progress_printer(),
+            jobs=jobs,
         )
         data = summary_json(result)
         files = {f"{RULES_DIR}/{d.name}.yaml": d.text.encode() for d in result.rules}

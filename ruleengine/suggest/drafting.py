@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ruleengine.suggest.analyses import Given
+from ruleengine.suggest.beside import Later
 from ruleengine.suggest.draft_tests import distinct, with_kernel, with_tests
 from ruleengine.suggest.fitting import alternatives, fitting_drafts
 from ruleengine.suggest.model import (
@@ -247,16 +248,20 @@ def _baseline_of(
     graph = analysis.graph
     groups = [sc.candidate.nodes for sc in analysis.resolution.chosen]
     fusable = edges.fusable_bytes or 1
+
+    def ceilings() -> tuple[float, bool, float, bool]:
+        return (
+            *ceiling_of(search, edges.fusable_bytes),
+            search.ceiling.captured / fusable if edges.fusable_bytes else 1.0,
+            search.ceiling.exact,
+        )
+
     return ModelBaseline(
         path,
         name,
         coverage.measure(graph, groups, edges),
         search.selected / fusable if edges.fusable_bytes else 1.0,
-        (
-            *ceiling_of(search, edges.fusable_bytes),
-            search.ceiling.captured / fusable if edges.fusable_bytes else 1.0,
-            search.ceiling.exact,
-        ),
+        Later(ceilings),  # the ceiling under twins is computed beside, read when reported
         edge_ceiling(graph, edges, analysis.target),
     )
 
@@ -345,7 +350,7 @@ def ceiling_of(search: RegionSearch, fusable: int) -> tuple[float, bool]:
     selectable)."""
     if not fusable:
         return 1.0, search.selectable.exact
-    twin = search.twin_ceiling
+    twin = search.twin_ceiling.get() if search.twin_ceiling is not None else None
     if twin is not None and twin is not search.selectable:  # its twins displace it
         return twin.captured / fusable, twin.exact
     return max(search.selectable.captured, search.selected) / fusable, search.selectable.exact

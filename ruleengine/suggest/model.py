@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 if TYPE_CHECKING:
     from ruleengine.coverage import CoverageFigures
+    from ruleengine.suggest.beside import Later
 
 # where suggest reports what it is doing (the CLI prints it on stderr)
 Progress = Callable[[str], None]
@@ -148,6 +149,8 @@ class ModelBaseline(NamedTuple):
     name: str  # display name of the model
     before: CoverageFigures  # coverage of the given rules' chosen groups
     reach: float  # the drafting partition's simulated selection (share of fusable bytes)
-    # (ceiling, ceiling_exact, partition_max, partition_max_exact) of ``ModelCoverage``
-    ceilings: tuple[float, bool, float, bool]
+    # (ceiling, ceiling_exact, partition_max, partition_max_exact) of ``ModelCoverage``;
+    # suggest's is a ``beside.Later`` of them, read when reported (the ceiling under
+    # twins is computed beside the drafting)
+    ceilings: tuple[float, bool, float, bool] | Later[tuple[float, bool, float, bool]]
     bound: float  # ``ModelCoverage.bound``

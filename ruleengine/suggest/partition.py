@@ -24,16 +24,20 @@ solver proved optimality and no cap cut the pool short.
 
 from __future__ import annotations
 
+import copy
+import pickle
+import weakref
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ruleengine import coverage
+from ruleengine import coverage, procs
 from ruleengine.cost.model import Target, Verdict
 from ruleengine.cost.scoring import GroupMemo, constant_root, folded_bn_inputs, score_one
 from ruleengine.graph.model import Graph
 from ruleengine.match.model import Candidate
 from ruleengine.resolve import DETERMINISTIC_WALL_FACTOR
+from ruleengine.suggest.beside import may_fork
 
 # Pool caps: compute (non-view) ops per group and sets scored per graph; past them, merge
 # rounds grow the best partition's groups (bench/suggest.py reports which models' pools
@@ -41,6 +45,8 @@ from ruleengine.resolve import DETERMINISTIC_WALL_FACTOR
 MAX_POOL_OPS = 10
 MAX_POOL_SETS = 12_000
 MERGE_ROUNDS = 4
+# Levels of the pool's growth with this many sets to score are scored by two processes.
+AHEAD_FROM_SETS = 256
 MAX_CYCLE_CUTS = 200
 # Solves stop after SOLVE_SECONDS of CP-SAT's deterministic time (the same partition
 # whatever the machine's load: suggestions are deterministic), or WALL_FACTOR times as
@@ -157,9 +163,8 @@ def kernel_pool(
     memo: GroupMemo | None = None,
 ) -> Pool:
     """Every convex connected group the cost model fuses (see the module docstring)."""
-    judge = _Judge(graph, target, edges, memo or GroupMemo(graph, target))
-    growth = _Growth(judge, max_ops, max_sets)
-    growth.run()
+    growth = _grown(graph, target, edges, max_ops, max_sets, memo)
+    judge = growth.j.copy()  # the caller's groups and the merges join this pool only
     for group in extra:
         ids = sorted(judge.index[n] for n in group)
         bits = sum(1 << i for i in ids)
@@ -169,6 +174,44 @@ def kernel_pool(
         _merge_rounds(judge, edges)
     ordered = sorted(judge.kernels.items())
     return Pool(tuple(k for _, k in ordered), growth.complete, growth.scored_sets, growth.capped)
+
+
+# per graph (by id, held while the graph lives): the last growth per (target, op cap)
+_GROWTHS: dict[int, tuple[weakref.ref, dict[tuple[str, int], _Growth]]] = {}
+
+
+def _grown(
+    graph: Graph,
+    target: Target,
+    edges: coverage.FusableEdges,
+    max_ops: int,
+    max_sets: int,
+    memo: GroupMemo | None,
+) -> _Growth:
+    """The pool's growth within ``max_sets``: a growth of the same graph, target, edges
+    and op cap cut short by a smaller budget resumes where it stopped (the wider pool
+    judges the first pool's sets again otherwise; growth is breadth first in a fixed
+    order, so the first pool's sets are the wider one's first sets)."""
+    held = _GROWTHS.get(id(graph))
+    if held is None or held[0]() is not graph:
+        gone = id(graph)
+        held = (weakref.ref(graph, lambda _: _GROWTHS.pop(gone, None)), {})
+        _GROWTHS[gone] = held
+    growths = held[1]
+    key = (target.name, max_ops)
+    growth = growths.get(key)
+    if (
+        growth is None
+        or growth.max_sets > max_sets
+        or growth.j.target is not target
+        or growth.j.edges is not edges
+        or (memo is not None and growth.j.memo is not memo)
+    ):
+        judge = _Judge(graph, target, edges, memo or GroupMemo(graph, target))
+        growth = _Growth(judge, max_ops, max_sets)
+    growth.run(max_sets)
+    growths[key] = growth
+    return growth
 
 
 def _members(bits: int) -> list[int]:
@@ -211,7 +254,7 @@ class _Judge:
     ) -> None:
         from ruleengine.topology import graph_topology
 
-        self.graph, self.target, self.memo = graph, target, memo
+        self.graph, self.target, self.memo, self.edges = graph, target, memo, edges
         self.topo = graph_topology(graph)
         names = self.names = self.topo.names
         index = self.index = {n: i for i, n in enumerate(names)}
@@ -225,10 +268,12 @@ class _Judge:
         self._edges(edges)
         allowed_names = (names[i] for i in range(len(names)) if self.allowed >> i & 1)
         self.weights = _weights(graph, allowed_names)
+        self.weighted = sum(1 << index[n] for n, w in self.weights.items() if w)
         self.compute = [kinds[n] != coverage.VIEW for n in names]
         self._slots(kinds)
         self.limit = target.max_fused_inputs
         self.kernels: dict[int, Kernel] = {}
+        self.ahead: dict[int, tuple[Verdict, Kernel | None]] = {}  # scored, not yet judged
 
     def _edges(self, edges: coverage.FusableEdges) -> None:
         """Each node's allowed neighbours along fusable edges; each edge's end mask."""
@@ -261,13 +306,29 @@ class _Judge:
             )
             self.made.append(tuple(t for t in node.outputs if t))
 
+    def copy(self) -> _Judge:
+        """The same judge with a copy of the kernels found so far."""
+        twin = copy.copy(self)
+        twin.kernels = dict(self.kernels)
+        return twin
+
     def closure(self, bits: int) -> int:
         """The convex closure of a set."""
+        d, a = self.reach(_members(bits))
+        return (d & a) | bits
+
+    def reach(self, ids: Iterable[int]) -> tuple[int, int]:
+        """The descendants and the ancestors of a set (its members included)."""
         d = a = 0
-        for i in _members(bits):
+        for i in ids:
             d |= self.desc[i]
             a |= self.anc[i]
-        return (d & a) | bits
+        return d, a
+
+    def weights_of(self, bits: int) -> frozenset[str]:
+        """The constant inputs a set's nodes take kernel input slots for."""
+        names, weights = self.names, self.weights
+        return frozenset().union(*(weights[names[k]] for k in _members(bits & self.weighted)))
 
     def captured(self, ids: list[int], bits: int) -> int:
         return sum(b for i in ids for mask, b in self.edge_masks.get(i, ()) if bits & mask == mask)
@@ -278,26 +339,53 @@ class _Judge:
 
     def judge(self, ids: list[int], bits: int) -> Verdict:
         """Score the set; a kernel where the cost model fuses it and it captures bytes."""
+        found = self.ahead.pop(bits, None)
+        verdict, kernel = found if found is not None else self.score(ids, bits)
+        if kernel is not None:
+            self.kernels[bits] = kernel
+        return verdict
+
+    def score(self, ids: list[int], bits: int) -> tuple[Verdict, Kernel | None]:
+        """The cost model's verdict on the set, and its kernel where it fuses it and it
+        captures bytes."""
         nodes = [self.names[i] for i in ids]
         graph = self.graph
         candidate = _candidate(graph, nodes, self.topo.pos)
         scored = score_one(graph, candidate, None, self.target, memo=self.memo)
         got = self.captured(ids, bits)
-        if scored.verdict is Verdict.FUSE and got > 0:
-            cost = scored.cost
-            self.kernels[bits] = Kernel(
-                frozenset(nodes),
-                got,
-                cost.bytes_saved,  # type: ignore[union-attr]
-                cost.net_bytes,  # type: ignore[union-attr]
-                sum(self.compute[i] for i in ids),
-            )
-        return scored.verdict
+        if scored.verdict is not Verdict.FUSE or got <= 0:
+            return scored.verdict, None
+        cost = scored.cost
+        kernel = Kernel(
+            frozenset(nodes),
+            got,
+            cost.bytes_saved,  # type: ignore[union-attr]
+            cost.net_bytes,  # type: ignore[union-attr]
+            sum(self.compute[i] for i in ids),
+        )
+        return scored.verdict, kernel
+
+    def score_ahead(self, sets: Sequence[int]) -> None:
+        """Score ``sets`` before they are judged, the second half in a forked child
+        beside the first (the cost model is the pool's work; each verdict is a pure
+        function of its set): ``judge`` takes them from ``ahead``."""
+        if len(sets) < AHEAD_FROM_SETS or not may_fork():
+            return
+        half = len(sets) // 2
+        child = procs.Forked(self._scored_bytes, sets[half:])
+        for bits in sets[:half]:
+            self.ahead[bits] = self.score(_members(bits), bits)
+        self.ahead.update(pickle.loads(child.result()))
+
+    def _scored_bytes(self, sets: Sequence[int]) -> bytes:
+        scored = {bits: self.score(_members(bits), bits) for bits in sets}
+        return pickle.dumps(scored, protocol=pickle.HIGHEST_PROTOCOL)
 
 
 class _Growth:
     """Sets grown one allowed neighbour at a time (convex closures), breadth first,
-    each judged once, within an op cap and a budget of sets judged."""
+    each judged once, within an op cap and a budget of sets judged; a growth the budget
+    cut short resumes under a larger one exactly where it stopped."""
 
     def __init__(self, judge: _Judge, max_ops: int, max_sets: int) -> None:
         self.j, self.max_ops, self.max_sets = judge, max_ops, max_sets
@@ -309,24 +397,61 @@ class _Growth:
         self.capped = ""
         self.deferred: list[int] = []  # sets at the op cap that could grow further
         self.op_cap: int | None = max_ops
+        self.frontier = sorted(1 << i for i in judge.neighbours)  # the level being visited
+        self.seen.update(self.frontier)
+        self.at = 0  # the next set of the level to visit
+        self.grown: list[int] = []  # the next level, so far
+        self.stop: tuple[str, bool, str] | None = None  # where the budget stopped it
 
-    def run(self) -> None:
-        frontier = sorted(1 << i for i in self.j.neighbours)
-        self.seen.update(frontier)
-        while frontier:
-            grow: list[int] = []
-            for bits in frontier:
-                if not self.visit(bits, grow):
-                    break
-            frontier = sorted(grow)
+    def run(self, max_sets: int) -> None:
+        """Grow until every set is judged or ``max_sets`` sets are."""
+        self.max_sets = max_sets
+        if self.stop is not None:  # resumed: undo what stopping said
+            where, complete, capped = self.stop
+            if where == "level" and self.scored_sets >= max_sets:
+                return  # the same budget: it stops where it stopped
+            self.stop, self.complete, self.capped = None, complete, capped
+            if where == "level" and not self.next_level():
+                return
+        while self.frontier:
+            self.score_ahead()
+            while self.at < len(self.frontier):
+                before = (self.complete, self.capped)
+                if not self.visit(self.frontier[self.at], self.grown):
+                    self.stop = ("set", *before)
+                    return
+                self.at += 1
+            self.frontier, self.grown, self.at = sorted(self.grown), [], 0
             if self.scored_sets >= self.max_sets:
+                self.stop = ("level", self.complete, self.capped)
+                return
+            if not self.next_level():
+                return
+
+    def score_ahead(self) -> None:
+        """The sets the rest of this level judges within the budget, scored ahead."""
+        j = self.j
+        left = self.max_sets - self.scored_sets
+        sets: list[int] = []
+        for bits in self.frontier[self.at :]:
+            if len(sets) >= left:
                 break
-            if not frontier and self.deferred and self.op_cap is not None:
-                # every set within the op cap is scored and the budget is not spent: grow
-                # the sets at the cap further, without it; if that ends within the budget,
-                # the pool is complete after all
-                frontier, self.deferred, self.op_cap = sorted(self.deferred), [], None
-                self.complete, self.capped = True, ""
+            if bits in self.judged:
+                continue
+            ids = _members(bits)
+            if len(ids) > 1 and not j.too_many_inputs(ids):
+                sets.append(bits)
+        j.score_ahead(sets)
+
+    def next_level(self) -> bool:
+        """Past a level within the budget: where none follows and sets wait at the op
+        cap, they grow further, without it (every set within the cap is scored and the
+        budget is not spent: if that ends within the budget, the pool is complete after
+        all). False: nothing left to grow."""
+        if not self.frontier and self.deferred and self.op_cap is not None:
+            self.frontier, self.deferred, self.op_cap = sorted(self.deferred), [], None
+            self.complete, self.capped = True, ""
+        return bool(self.frontier)
 
     def visit(self, bits: int, grow: list[int]) -> bool:
         """Judge the set and add its growths to ``grow``; False where the budget is spent."""
@@ -356,18 +481,18 @@ class _Growth:
         """Each convex closure of the set and one neighbour, not seen, within the
         allowed nodes and the input limit's weights."""
         j = self.j
+        below, above = j.reach(ids)  # once per set: each closure adds one node's reach
         for i in ids:
             for u in j.neighbours.get(i, ()):
                 if bits >> u & 1:
                     continue
-                bigger = j.closure(bits | 1 << u)
+                bigger = ((below | j.desc[u]) & (above | j.anc[u])) | bits | 1 << u
                 if bigger in self.seen:
                     continue
                 self.seen.add(bigger)
                 if bigger & ~j.allowed:
                     continue
-                ids2 = _members(bigger)
-                if len(frozenset().union(*(j.weights[j.names[k]] for k in ids2))) > j.limit:
+                if len(j.weights_of(bigger)) > j.limit:
                     continue
                 grow.append(bigger)
 

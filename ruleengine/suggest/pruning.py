@@ -15,6 +15,7 @@ from itertools import combinations
 from typing import TYPE_CHECKING, NamedTuple
 
 from ruleengine.suggest.analyses import scored_rule
+from ruleengine.suggest.beside import beside, may_fork
 from ruleengine.suggest.draft_tests import tested, with_kernel
 from ruleengine.suggest.model import DraftRule
 
@@ -31,6 +32,8 @@ MAX_PAIR_RULES = 10
 
 # per rule narrowed, per model: the scored candidates of its narrowed draft
 Swaps = Mapping[str, Sequence[Sequence["ScoredCandidate"]]]
+# a change to try: (kind, rank, draft, narrowing or None: left out), as ``Trial`` has them
+TrialSpec = tuple[int, int, DraftRule, "int | None"]
 
 
 class Trial(NamedTuple):
@@ -156,22 +159,55 @@ class _Pruning:
                 return t._replace(draft=self.tested_memo[text])
         return None
 
-    def trial(self, kind: int, rank: int, d: DraftRule, i: int | None) -> Trial:
-        """The selection with draft ``d`` narrowed to ``i``, or left out (``i`` None)."""
+    def trials(self, specs: Sequence[TrialSpec]) -> list[Trial]:
+        """Each change of ``specs`` tried: the selection with draft ``d`` narrowed to
+        ``i``, or left out (``i`` None). Where a child may be forked, it tries about half
+        of them beside the parent (those whose candidates are at hand; the parent keeps
+        the narrowings it must match): a trial's figures depend on nothing another trial
+        did (every solve's answer is what solving again gives: ``solves``)."""
+        mine, theirs = self.split(specs)
+        child = beside(self.tried_all, [specs[k] for k in theirs]) if theirs else None
+        found = {k: self.tried(specs[k]) for k in mine}
+        if child is not None:
+            found.update(zip(theirs, child.get(), strict=True))
+        trials = []
+        for k, (kind, rank, d, i) in enumerate(specs):
+            shares, used = found[k]
+            gain = sum(shares) - sum(self.now)
+            trials.append(Trial(gain, kind, -rank, -(i or 0), d, i, shares, used))
+        return trials
+
+    def split(self, specs: Sequence[TrialSpec]) -> tuple[list[int], list[int]]:
+        """The trials the parent makes and those a forked child makes (none where no
+        child may be forked)."""
+        if len(specs) < 2 or not may_fork():
+            return list(range(len(specs))), []
+        movable = [
+            k for k, (_, _, d, i) in enumerate(specs) if i is None or (d.name, i) in self.alt_scored
+        ]
+        theirs = movable[len(movable) - min(len(movable), len(specs) // 2) :]
+        taken = set(theirs)
+        return [k for k in range(len(specs)) if k not in taken], theirs
+
+    def tried(self, spec: TrialSpec) -> tuple[list[float], set[str]]:
+        """The coverage per model and the rules used once the change is made."""
+        _, _, d, i = spec
         if i is None:
-            shares, used = self.select(
+            return self.select(
                 self.out | {d.name}, {k: v for k, v in self.swapped.items() if k != d.name}
             )
-        else:
-            shares, used = self.select(self.out, {**self.swapped, d.name: self.narrowed(d, i)})
-        return Trial(sum(shares) - sum(self.now), kind, -rank, -(i or 0), d, i, shares, used)
+        return self.select(self.out, {**self.swapped, d.name: self.narrowed(d, i)})
+
+    def tried_all(self, specs: Sequence[TrialSpec]) -> list[tuple[list[float], set[str]]]:
+        return [self.tried(spec) for spec in specs]
 
     def plain_trials(self) -> tuple[list[Trial], list[tuple[int, DraftRule, int]]]:
         """Every rule in use narrowed (plain narrowings) and left out; the pinned
         narrowings set aside as (rank, draft, narrowing)."""
         from ruleengine.suggest.emit import PINNED_NOTE
 
-        trials, pins = [], []
+        specs: list[TrialSpec] = []
+        pins = []
         for rank, d in enumerate(self.drafts):
             if d.name in self.out or d.name not in self.used:
                 continue
@@ -181,9 +217,9 @@ class _Pruning:
                     pins.append((rank, d, i))
                     continue
                 # ties: a less general draft first, then leaving the rule out
-                trials.append(self.trial(2, rank, d, i))
-            trials.append(self.trial(1, rank, d, None))
-        return trials, pins
+                specs.append((2, rank, d, i))
+            specs.append((1, rank, d, None))
+        return self.trials(specs), pins
 
     def strays(self) -> list[DraftRule]:
         """The drafted rules in use with a chosen group that is none of the regions they
@@ -258,10 +294,8 @@ class _Pruning:
         # drafted), and of every rule in a round where no plainer change raises it
         gains = {t.draft.name for t in trials if t.index is None and t.gain > 1e-9}
         pins = [p for p in pins if plain is None or p[1].name in gains]
-        for rank, d, i in pins:
-            if not self.no_change(d, i):
-                # ties: after a less general draft and leaving the rule out
-                trials.append(self.trial(0, rank, d, i))
+        # ties: after a less general draft and leaving the rule out
+        trials += self.trials([(0, rank, d, i) for rank, d, i in pins if not self.no_change(d, i)])
         change = self.best(trials) if pins else plain
         if change is not None:
             self.make(change)
@@ -297,7 +331,7 @@ def prune(
     pipeline is run again on the result all the same)."""
     from ruleengine.suggest.solves import cached_solves
 
-    with cached_solves():  # each trial re-solves what the rule tried leaves unchanged
+    with cached_solves():  # a trial re-solves only what the rule tried changes
         pruning = _Pruning(drafts, analyses, models, graphs)
         for _ in range(PRUNE_ROUNDS):
             if not pruning.step():

@@ -28,6 +28,7 @@ from ruleengine.cost.scoring import GroupMemo, score_one
 from ruleengine.cost.traffic import topo_position
 from ruleengine.graph.model import Graph
 from ruleengine.match.model import Candidate
+from ruleengine.suggest.beside import Later, beside, settle
 from ruleengine.suggest.model import Region
 from ruleengine.suggest.partition import (
     MAX_POOL_SETS,
@@ -62,8 +63,8 @@ class RegionSearch:
     selected: int  # captured bytes the selection stage picks, drafted groups added
     pool: Pool
     # the same as ``selectable``, its drafted groups' twins offered too (the bar's
-    # ceiling: ``twins.twin_ceiling``); None: not searched
-    twin_ceiling: Partition | None = None
+    # ceiling: ``twins.twin_ceiling``, computed beside); None: not searched
+    twin_ceiling: Later[Partition] | None = None
 
 
 @dataclass(frozen=True)
@@ -83,7 +84,7 @@ class _TwinFree:
     as_offered: list[Kernel]
     selectable: Partition
     options: tuple[Partition, ...]
-    twin_ceiling: Partition
+    twin_ceiling: Later[Partition]
 
 
 def search_regions(
@@ -182,19 +183,22 @@ def _twin_free(
 ) -> _TwinFree:
     """The pool, its compact packings, the ceilings and the drafting options: what
     ``search_regions`` computes whether or not ``twins``."""
+    settle()  # a ceiling still computed beside: its solves join the cache first
     kept = set(chosen)
     seeds = find_regions(graph, chosen, target, edges)
     pool = kernel_pool(
         graph, target, edges, extra=[*chosen, *(r.nodes for r in seeds)], max_sets=max_sets
     )
+    rival_kernels = [Kernel(nodes, _captured(edges, nodes), 0, net, 0) for nodes, net in rivals]
+    by_nodes, wider = _with_rivals(pool, rival_kernels)
+    # the drafting options need nothing below: computed beside the ceilings
+    options = beside(_mixes, graph, wider, pool.complete, chosen)
     compacts = []
     for cap in compact_ops:
         small = [k for k in pool.kernels if k.compute_ops <= cap or k.nodes in kept]
         packed = best_partition(graph, small, prefer=chosen, value=_net_bytes)
         compacts.append((packed, cap))
     compact_kernels = [k for p, cap in compacts for k in p.kernels if k.compute_ops <= cap]
-    rival_kernels = [Kernel(nodes, _captured(edges, nodes), 0, net, 0) for nodes, net in rivals]
-    by_nodes, wider = _with_rivals(pool, rival_kernels)
     ceiling = best_partition(graph, wider, complete=pool.complete, prefer=chosen)
     now = best_partition(graph, rival_kernels, value=_net_bytes)
     floor = sum(k.net_bytes for k in now.kernels)
@@ -203,12 +207,6 @@ def _twin_free(
     selectable, twin = _selectable_ceilings(
         graph, wider, as_offered, now, floor, pool.complete, ceiling
     )
-    options = [
-        best_partition(
-            graph, wider, complete=pool.complete, prefer=chosen, value=partial(_mixed, m)
-        )
-        for m in MIX
-    ]
     return _TwinFree(
         pool=pool,
         compacts=compacts,
@@ -222,8 +220,18 @@ def _twin_free(
         floor=floor,
         as_offered=as_offered,
         selectable=selectable,
-        options=tuple(options),
+        options=options.get(),
         twin_ceiling=twin,
+    )
+
+
+def _mixes(
+    graph: Graph, wider: Sequence[Kernel], complete: bool, chosen: Sequence[frozenset[str]]
+) -> tuple[Partition, ...]:
+    """The drafting partitions of ``MIX``."""
+    return tuple(
+        best_partition(graph, wider, complete=complete, prefer=chosen, value=partial(_mixed, m))
+        for m in MIX
     )
 
 
@@ -257,26 +265,53 @@ def _selectable_ceilings(
     floor: int,
     complete: bool,
     ceiling: Partition,
-) -> tuple[Partition, Partition]:
-    """The selectable ceiling, and the same with its drafted groups' twins offered."""
+) -> tuple[Partition, Later[Partition]]:
+    """The selectable ceiling, and the same with its drafted groups' twins offered
+    (computed beside: ``beside``)."""
     rows: list = []  # the selectable ceiling's rows, proven for every pickable partition
     selectable = selectable_partition(graph, wider, as_offered, now, floor, complete, rows=rows)
     if not selectable.kernels and ceiling.kernels:  # no bound proven within the time limit
         selectable = replace(ceiling, status="BOUND")  # any partition bounds it; not reached
     if selectable.status == "BOUND":
-        return selectable, selectable  # a bound: reached or not, the twins only add rows
-    from ruleengine.suggest.twins import twin_ceiling
+        return selectable, Later.ready(selectable)  # a bound: the twins only add rows
 
-    got = twin_ceiling(
+    def settled(got: Partition | None) -> Partition:
+        if got is None:
+            return selectable  # its twins do not displace it
+        return got if got.kernels else replace(selectable, status="BOUND")
+
+    floor_row = rows[0] if rows else floor
+    conditions = rows[1] if rows else ()
+    twin = beside(
+        _twin_ceiling,
         graph,
         wider,
         as_offered,
-        rows[0] if rows else floor,
+        floor_row,
         complete,
-        conditions=rows[1] if rows else (),
-        start=selectable,
+        conditions,
+        selectable,
+        then=settled,
+    )  # a reported figure only: computed beside the drafting
+    return selectable, twin
+
+
+def _twin_ceiling(
+    graph: Graph,
+    wider: Sequence[Kernel],
+    as_offered: Sequence[Kernel],
+    floor: int,
+    complete: bool,
+    conditions: Sequence[tuple[tuple[frozenset[str], ...], int]],
+    selectable: Partition,
+) -> Partition | None:
+    """``twins.twin_ceiling`` from the selectable ceiling; None where that is the answer."""
+    from ruleengine.suggest.twins import twin_ceiling
+
+    got = twin_ceiling(
+        graph, wider, as_offered, floor, complete, conditions=conditions, start=selectable
     )
-    return selectable, got if got.kernels else replace(selectable, status="BOUND")
+    return None if got is selectable else got
 
 
 class _Selection:

@@ -14,6 +14,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ruleengine.errors import UsageError
 from ruleengine.suggest.analyses import (
     DraftPaths,
     Given,
@@ -22,6 +23,7 @@ from ruleengine.suggest.analyses import (
     held_analyses,
     scored_rule,
 )
+from ruleengine.suggest.beside import processes
 from ruleengine.suggest.draft_tests import distinct, with_kernel, with_tests
 from ruleengine.suggest.drafting import (
     WIDER_USED,
@@ -79,6 +81,7 @@ def suggest(
     min_bytes: int = 0,
     max_rules: int | None = None,
     progress: Progress | None = None,
+    jobs: int | None = None,
 ) -> Suggestion:
     """Draft rules for what the given rules leave unfused in ``models`` and measure them.
 
@@ -87,15 +90,19 @@ def suggest(
     solved again (``solves.cached_solves``), a model measured again with the same drafts
     not analysed again (``analyses.held_analyses``), a rule matched on a model once
     (``match.kept.kept_matches``) and loaded from one file per text
-    (``analyses.draft_files``)."""
+    (``analyses.draft_files``). ``jobs``: the processes it may use (default: the cores;
+    the same result for any number, ``beside``)."""
     from ruleengine.match.kept import kept_matches
     from ruleengine.pipeline import DEFAULT_PRESET
     from ruleengine.resolve import deterministic_budget
 
+    if jobs is not None and (isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1):
+        raise UsageError(f"jobs {jobs!r}: the number of processes is a positive integer")
     if not rules and preset is None:
         preset = DEFAULT_PRESET
     given = Given(rules, preset, target, dims)
     with (
+        processes(jobs),
         deterministic_budget(RESOLVE_SECONDS),
         cached_solves(),
         held_analyses(),

@@ -13,10 +13,12 @@ the model CP-SAT is given (weights, the at-most-one rows in the order they are w
 cuts, hint, floor rows, seed, workers), not of node names, so the same problem met in
 another layer or another call is solved once. CP-SAT with one worker is deterministic:
 the same model and limits give the same answer, so a reuse changes no result. A solve
-proven optimal is reused whatever the limits (where a smaller budget would have cut it
-short, the call gets the proven optimum instead); one cut short by its limits only by a
-call with the same limits (another budget may stop it elsewhere). The answer carries the
-deterministic time it took, so a caller that charges a budget with it charges the same.
+proven optimal is reused by a call whose deterministic limit it reached that optimum
+within (under a smaller one, solving again stops short: that call solves again); one cut
+short by its limits only by a call with the same limits (another budget may stop it
+elsewhere). So every answer is what solving again would give, whichever solves came
+first and in whichever process (``beside``). The answer carries the deterministic time
+it took, so a caller that charges a budget with it charges the same.
 """
 
 from __future__ import annotations
@@ -80,10 +82,8 @@ class SolveCache:
         self.calls += 1
         key = problem_digest(weights, node_sets, cuts, hint, rest)
         got = self.held.get(key)
-        if got is not None:
-            sol, wall, det = got
-            if sol.status == "OPTIMAL" or (wall, det) == (time_limit_s, deterministic_s):
-                return sol
+        if got is not None and _as_solved(got, time_limit_s, deterministic_s):
+            return got[0]
         sol = self.solve(
             weights,
             node_sets,
@@ -96,6 +96,19 @@ class SolveCache:
         self.solved += 1
         self.held[key] = (sol, time_limit_s, deterministic_s)
         return sol
+
+
+def _as_solved(held: _Held, time_limit_s: float, deterministic_s: float | None) -> bool:
+    """Whether the held answer is the one solving again would give: CP-SAT with one
+    worker follows the same path under any limit, so a proven optimum reached within the
+    call's deterministic limit is reached again, and an answer cut short is the same
+    under the same limits. (A proven optimum that took longer than the call's limit is
+    not: that call stops short; reusing it would make answers depend on which solves
+    came first, or in which process: ``beside``.)"""
+    sol, wall, det = held
+    if sol.status == "OPTIMAL":
+        return deterministic_s is None or sol.deterministic <= deterministic_s
+    return (wall, det) == (time_limit_s, deterministic_s)
 
 
 @contextmanager

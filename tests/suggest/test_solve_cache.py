@@ -221,3 +221,20 @@ def test_twice_the_layers_same_drafts_no_more_solves(tmp_path) -> None:
     assert packed4 == packed2
     assert solved4 == solved2
     assert calls4 == calls2 and solved2 < calls2
+
+
+def test_an_optimum_found_past_a_call_s_limit_is_solved_again() -> None:
+    """A proven optimum is reused only by calls whose deterministic limit it was reached
+    within: under a smaller limit, solving again stops short, so that call solves (the
+    answers do not depend on which solve came first)."""
+    asked: list[float | None] = []
+
+    def fake(weights, sets, cuts, *, hint, time_limit_s, deterministic_s, **rest):
+        asked.append(deterministic_s)
+        status = "OPTIMAL" if deterministic_s is None or deterministic_s >= 2.0 else "FEASIBLE"
+        return _Answer(frozenset({0}), status, min(2.0, deterministic_s or 2.0))
+
+    cache = SolveCache(fake)
+    weights, sets = _chain("a", 6)
+    got = [cache(weights, sets, [], deterministic_s=d).status for d in (3.0, 2.0, None, 1.0)]
+    assert got == ["OPTIMAL", "OPTIMAL", "OPTIMAL", "FEASIBLE"] and asked == [3.0, 1.0]

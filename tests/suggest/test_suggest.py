@@ -11,6 +11,7 @@ from typer.testing import CliRunner
 
 from ruleengine import coverage
 from ruleengine.cli.app import app
+from ruleengine.errors import UsageError
 from ruleengine.graph import load_graph
 from ruleengine.suggest import suggest
 from ruleengine.suggest.analyses import Given
@@ -150,6 +151,39 @@ def test_cli_writes_rules_and_summary(case, tmp_path):
     assert json.loads((out / "suggest-summary.json").read_text()) == data
     text = CliRunner().invoke(app, ["suggest", str(model), "-r", str(rule), "-o", str(out)])
     assert text.exit_code == 0 and "coverage of fusable intermediate traffic" in text.stdout
+
+
+def test_jobs_change_where_work_runs_not_the_drafts(case, tmp_path, monkeypatch):
+    """``--jobs 1`` forks no child and writes what the default (the cores) writes; a
+    number of processes below 1 is a usage error."""
+    from ruleengine import procs
+
+    model, rule = case
+    children = []
+    real_forked = procs.Forked
+
+    def counted(*args):
+        children.append(args)
+        return real_forked(*args)
+
+    monkeypatch.setattr(procs, "Forked", counted)
+    monkeypatch.setattr(procs, "cores", lambda: 2)
+    written = []
+    for jobs in ([], ["--jobs", "1"]):
+        out = tmp_path / f"out{len(written)}"
+        res = CliRunner().invoke(
+            app, ["suggest", str(model), "-r", str(rule), "-o", str(out), *jobs]
+        )
+        assert res.exit_code == 0, res.output
+        written.append({p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()})
+        forked = len(children)
+        children.clear()
+        assert (forked > 0) == (not jobs)
+    assert written[0] == written[1]
+    res = CliRunner().invoke(app, ["suggest", str(model), "-o", str(tmp_path), "--jobs", "0"])
+    assert res.exit_code == 2 and "Traceback" not in res.output
+    with pytest.raises(UsageError, match="positive integer"):
+        suggest([model], [rule], jobs=0)
 
 
 def test_cli_missing_model_is_a_clear_error(tmp_path):
