@@ -195,7 +195,8 @@ def _grown(
     held = _GROWTHS.get(id(graph))
     if held is None or held[0]() is not graph:
         gone = id(graph)
-        held = (weakref.ref(graph, lambda _: _GROWTHS.pop(gone, None)), {})
+        # (the callback holds the dict itself: at exit the module's names are None)
+        held = (weakref.ref(graph, lambda _, store=_GROWTHS: store.pop(gone, None)), {})
         _GROWTHS[gone] = held
     growths = held[1]
     key = (target.name, max_ops)

@@ -62,27 +62,3 @@ def test_two_rules_each_needed_alone_are_left_out_together(tmp_path):
     after = analyze(MODEL, [rules], preset="all")
     groups = [sc.candidate.nodes for sc in after.resolution.chosen]
     assert round(coverage.measure(after.graph, groups).coverage, 4) == CEILING
-
-
-def test_trials_tried_beside_in_a_child_give_the_same_pruning(monkeypatch):
-    """Half the trials of each round tried in a forked child (each against the cache as
-    the round found it) leave out and keep what one process does, for the same reasons."""
-    from ruleengine import procs
-
-    analysis = analyze(MODEL, [DRAFTS], preset="all")
-    names = sorted(p.stem for p in DRAFTS.glob("*.yaml"))[:12] + list(PAIR)
-    drafts = [_draft(n) for n in names]
-    monkeypatch.setattr(procs, "forkable", lambda _jobs: False)
-    alone = prune(drafts, [analysis], [MODEL.name])
-    children = []
-    real_forked = procs.Forked
-
-    def counted(*args):
-        children.append(args)
-        return real_forked(*args)
-
-    monkeypatch.setattr(procs, "forkable", lambda _jobs: True)
-    monkeypatch.setattr(procs, "Forked", counted)
-    beside = prune(drafts, [analysis], [MODEL.name])
-    assert children and beside == alone
-    assert [name for name, _ in alone[1]]  # the pruning changed something

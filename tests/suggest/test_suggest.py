@@ -564,15 +564,13 @@ def test_a_drafted_rule_that_lowers_coverage_is_left_out(tmp_path):
     assert "m.onnx: 0.0% with it, 100.0% without" in dropped[0][1]
 
 
-def test_a_drafted_rule_is_narrowed_where_its_general_form_lowers_coverage(tmp_path):
-    """The same drafted rule with a less general draft of its cluster on offer: where the
-    general form's groups win on net bytes and capture nothing, the rule is narrowed (it
-    stays, with the less general pattern, its tests and kernel entry) rather than dropped."""
+def _narrowing_case(tmp_path):
+    """A model, its analysis with a general drafted rule whose groups win on net bytes
+    and capture nothing, that draft (a less general one on offer) and the narrow text."""
     from ruleengine.pipeline import analyze
     from ruleengine.suggest import DraftRule, Instance, Region
     from ruleengine.suggest.canon import canonicalize
     from ruleengine.suggest.model import Cluster
-    from ruleengine.suggest.pruning import prune
 
     text = (
         '<ir_version: 8, opset_import: ["" : 17]>\n'
@@ -589,6 +587,39 @@ def test_a_drafted_rule_is_narrowed_where_its_general_form_lowers_coverage(tmp_p
     inst = Instance("m.onnx", Region(region, 0, 0), canon.units, False, frozenset(), frozenset())
     cluster = Cluster(canon.key, (inst,))
     d = DraftRule("draft_x", general, cluster, 0, narrower=((cluster, narrow),))
+    return model, a, d, narrow
+
+
+def test_trials_tried_beside_in_a_child_give_the_same_pruning(tmp_path, monkeypatch):
+    """Half the trials of a pruning round tried in a forked child (here: leaving the
+    rule out, beside its narrowing in the parent) narrow the rule as one process does."""
+    from ruleengine import procs
+    from ruleengine.suggest.pruning import prune
+
+    _, a, d, narrow = _narrowing_case(tmp_path)
+    monkeypatch.setattr(procs, "forkable", lambda _jobs: False)
+    alone = prune([d], [a], ["m.onnx"], {"m.onnx": a.graph})
+    children = []
+    real_forked = procs.Forked
+
+    def counted(*args):
+        children.append(args)
+        return real_forked(*args)
+
+    monkeypatch.setattr(procs, "forkable", lambda _jobs: True)
+    monkeypatch.setattr(procs, "Forked", counted)
+    beside = prune([d], [a], ["m.onnx"], {"m.onnx": a.graph})
+    assert children and beside == alone
+    assert [k.text for k in alone[0]] == [narrow]
+
+
+def test_a_drafted_rule_is_narrowed_where_its_general_form_lowers_coverage(tmp_path):
+    """The same drafted rule with a less general draft of its cluster on offer: where the
+    general form's groups win on net bytes and capture nothing, the rule is narrowed (it
+    stays, with the less general pattern, its tests and kernel entry) rather than dropped."""
+    from ruleengine.suggest.pruning import prune
+
+    model, a, d, narrow = _narrowing_case(tmp_path)
     kept, dropped = prune([d], [a], ["m.onnx"], {"m.onnx": a.graph})
     assert dropped == []
     (k,) = kept
