@@ -153,20 +153,12 @@ def test_cli_writes_rules_and_summary(case, tmp_path):
     assert text.exit_code == 0 and "coverage of fusable intermediate traffic" in text.stdout
 
 
-def test_jobs_change_where_work_runs_not_the_drafts(case, tmp_path, monkeypatch):
+def test_jobs_change_where_work_runs_not_the_drafts(case, tmp_path, monkeypatch, forks):
     """``--jobs 1`` forks no child and writes what the default (the cores) writes; a
     number of processes below 1 is a usage error."""
     from ruleengine import procs
 
     model, rule = case
-    children = []
-    real_forked = procs.Forked
-
-    def counted(*args):
-        children.append(args)
-        return real_forked(*args)
-
-    monkeypatch.setattr(procs, "Forked", counted)
     monkeypatch.setattr(procs, "cores", lambda: 2)
     written = []
     for jobs in ([], ["--jobs", "1"]):
@@ -176,8 +168,8 @@ def test_jobs_change_where_work_runs_not_the_drafts(case, tmp_path, monkeypatch)
         )
         assert res.exit_code == 0, res.output
         written.append({p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()})
-        forked = len(children)
-        children.clear()
+        forked = len(forks)
+        forks.clear()
         assert (forked > 0) == (not jobs)
     assert written[0] == written[1]
     res = CliRunner().invoke(app, ["suggest", str(model), "-o", str(tmp_path), "--jobs", "0"])
@@ -590,7 +582,7 @@ def _narrowing_case(tmp_path):
     return model, a, d, narrow
 
 
-def test_trials_tried_beside_in_a_child_give_the_same_pruning(tmp_path, monkeypatch):
+def test_trials_tried_beside_in_a_child_give_the_same_pruning(tmp_path, monkeypatch, forks):
     """Half the trials of a pruning round tried in a forked child (here: leaving the
     rule out, beside its narrowing in the parent) narrow the rule as one process does."""
     from ruleengine import procs
@@ -599,17 +591,9 @@ def test_trials_tried_beside_in_a_child_give_the_same_pruning(tmp_path, monkeypa
     _, a, d, narrow = _narrowing_case(tmp_path)
     monkeypatch.setattr(procs, "forkable", lambda _jobs: False)
     alone = prune([d], [a], ["m.onnx"], {"m.onnx": a.graph})
-    children = []
-    real_forked = procs.Forked
-
-    def counted(*args):
-        children.append(args)
-        return real_forked(*args)
-
     monkeypatch.setattr(procs, "forkable", lambda _jobs: True)
-    monkeypatch.setattr(procs, "Forked", counted)
     beside = prune([d], [a], ["m.onnx"], {"m.onnx": a.graph})
-    assert children and beside == alone
+    assert forks and beside == alone
     assert [k.text for k in alone[0]] == [narrow]
 
 
