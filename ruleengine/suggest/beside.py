@@ -35,12 +35,17 @@ _JOBS: ContextVar[int | None] = ContextVar("suggest_jobs", default=None)
 
 @contextmanager
 def processes(jobs: int | None) -> Iterator[None]:
-    """Within, suggest's work runs in at most ``jobs`` processes (None: the cores)."""
+    """Within, suggest's work runs in at most ``jobs`` processes (None: the cores). A
+    value still computed beside when it ends (a run stopped by an error) is let go: its
+    child is killed once nothing holds it, and no later run reads it."""
     token = _JOBS.set(jobs)
+    before = set(_OUTSTANDING)
     try:
         yield
     finally:
         _JOBS.reset(token)
+        for key in set(_OUTSTANDING) - before:
+            del _OUTSTANDING[key]
 
 
 def may_fork() -> bool:
@@ -99,7 +104,7 @@ def beside(fn: Callable[..., Any], *args: Any, then: Callable[[Any], T] = lambda
     forked = procs.Forked(_in_child, fn, args)
 
     def read() -> T:
-        del _OUTSTANDING[id(later)]
+        _OUTSTANDING.pop(id(later), None)
         value, solves = pickle.loads(forked.result())
         _join_solves(*solves)
         return then(value)

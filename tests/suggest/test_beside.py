@@ -83,3 +83,16 @@ def test_the_ceiling_under_twins_is_the_same_beside_or_not(tmp_path, monkeypatch
     triples = [k for k in pool if len(k.nodes) == 3]
     top, same = _selectable_ceilings(graph, triples, [], empty, 0, True, ceiling)
     assert same.get() is top
+
+
+def test_a_run_that_ends_lets_go_of_what_it_did_not_read(forking):
+    """A value left unread when its run ends (an error) is not read by a later run's
+    ``settle``; read by whoever still holds it, it is still the child's."""
+    from ruleengine.suggest.beside import processes
+
+    with pytest.raises(RuntimeError), processes(None):
+        later = beside(_solved_in, 1)
+        raise RuntimeError("the run stops")
+    assert not beside_module._OUTSTANDING
+    settle()  # nothing to read
+    assert later.get()[1] == frozenset({1, 2})
