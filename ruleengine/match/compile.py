@@ -346,6 +346,11 @@ class Program:
     slot_literals: dict[tuple[Slot, int, bool], list[tuple[str, tuple]]] = field(
         default_factory=dict
     )
+    # ``program_text``'s clause orders, by clause and rank of its literals' costs
+    # (``_order_clause``), and pairs of slots that may bind one node (``overlapping_slots``),
+    # by rule and head: found once for the program, whatever graph it is matched on
+    clause_orders: dict[tuple, list[tuple[str, tuple]]] = field(default_factory=dict)
+    slot_pairs: dict[tuple[str, str], list[tuple[str, str, str]]] = field(default_factory=dict)
 
     # ------------------------------------------------------------ naming
     def set_name(self, types: frozenset[str]) -> str:
@@ -426,11 +431,7 @@ def order_literals_after(
     """``order_literals`` when the variables in ``bound`` are already bound."""
 
     def cost(lit: Literal) -> tuple:
-        pred, _ = lit
-        if counts is not None and pred in counts:
-            return (counts[pred], pred)
-        # static: edges by the rarer of their two type sets' names
-        return (10**6 + _static_rank(pred), pred)
+        return _literal_cost(lit[0], counts)
 
     remaining = list(lits)
     ordered: list[Literal] = []
@@ -458,6 +459,14 @@ def order_literals_after(
         ordered.append(pick)
         bound.update(a for a in pick[1] if _is_var(a))
     return ordered
+
+
+def _literal_cost(pred: str, counts: Mapping[str, int] | None) -> tuple[int, str]:
+    """A literal's place in ``order_literals``: its fact count, else a static rank (edges
+    by the rarer of their two type sets' names)."""
+    if counts is not None and pred in counts:
+        return (counts[pred], pred)
+    return (10**6 + _static_rank(pred), pred)
 
 
 _STATIC_CACHE: dict[str, int] = {}
@@ -666,9 +675,9 @@ def program_text(
                 body = f"{_chain_pred(pred, len(nodes))}({', '.join(nodes)})"
             else:
                 rep = _rep_literal(head, (anchored or {}).get(rule_name))
-                ordered = _order_clause(lits + rep, counts)
+                ordered = _order_clause(lits + rep, counts, prog.clause_orders)
                 if distinct:
-                    ordered = _with_distinct(ordered, overlapping_slots(prog, rule_name, head))
+                    ordered = _with_distinct(ordered, _slot_pairs(prog, rule_name, head))
                 body = " & ".join(_fmt(lit) for lit in ordered)
             lines.append(f"{head} <= {body}")
             if defined_out is not None:
@@ -789,6 +798,14 @@ def overlapping_slots(prog: Program, rule_name: str, head: str) -> list[tuple[st
     ]
 
 
+def _slot_pairs(prog: Program, rule_name: str, head: str) -> list[tuple[str, str, str]]:
+    """``overlapping_slots``, found once per clause of the program."""
+    got = prog.slot_pairs.get((rule_name, head))
+    if got is None:
+        got = prog.slot_pairs[rule_name, head] = overlapping_slots(prog, rule_name, head)
+    return got
+
+
 def _with_distinct(lits: list[Literal], pairs: list[tuple[str, str, str]]) -> list[Literal]:
     """``lits`` with ``(A != B)`` (or ``(A < B)``) right after the literal that binds the
     later of A, B."""
@@ -878,8 +895,26 @@ def fact_schema(prog: Program) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _order_clause(lits: list[Literal], counts: Mapping[str, int] | None) -> list[Literal]:
-    """A rule clause: a composite core call first (all arguments free), then the rest."""
+def _order_clause(
+    lits: list[Literal], counts: Mapping[str, int] | None, orders: dict | None = None
+) -> list[Literal]:
+    """A rule clause: a composite core call first (all arguments free), then the rest.
+    ``orders``: the orders found before, by clause and by the rank of its literals'
+    costs (the order compares costs and nothing else of them): the same clause on a
+    graph whose counts rank its predicates alike (another model, the same model matched
+    again with other rules) is ordered once."""
+    if orders is None:
+        return _ordered_clause(lits, counts)
+    costs = [_literal_cost(pred, counts) for pred, _ in lits]
+    rank = {c: i for i, c in enumerate(sorted(set(costs)))}
+    key = (tuple(lits), tuple(rank[c] for c in costs))
+    got = orders.get(key)
+    if got is None:
+        got = orders[key] = _ordered_clause(lits, counts)
+    return got
+
+
+def _ordered_clause(lits: list[Literal], counts: Mapping[str, int] | None) -> list[Literal]:
     core = next((lit for lit in lits if lit[0].startswith(("k_", "f_"))), None)
     if core is None:
         return order_literals(lits, counts)

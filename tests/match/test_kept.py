@@ -102,3 +102,25 @@ def test_kept_programs_are_reused_and_bounded(monkeypatch: pytest.MonkeyPatch, b
     monkeypatch.setattr(plain, "KEPT_CLAUSES", plain._clauses(whole))
     plain.kept_program(rules[:5], aliases)
     assert [len(r) for r, _a, _p in plain._KEPT] == [5]
+
+
+def test_clause_orders_kept_in_a_program_write_what_a_fresh_one_writes(bundled) -> None:
+    """``program_text`` keeps each clause's order by the rank of its literals' counts: a
+    program matched on graph after graph (counts that rank alike, and counts that do not)
+    writes every time the text a program compiled afresh writes for those counts."""
+    rules = tuple(r for r in bundled.rules if r.enabled)[:24]
+    aliases = default_aliases()
+    kept = compile_rule_set(rules, aliases, tabled_forms=True)
+    preds = sorted(
+        {pred for clauses in kept.rule_clauses.values() for _, ls in clauses for pred, _ in ls}
+    )
+    assert len(preds) > 10
+    ranked = {p: 10 * (i + 1) for i, p in enumerate(preds)}
+    scaled = {p: 7 * n + 3 for p, n in ranked.items()}  # the same rank, other counts
+    reversed_ = {p: 10 * (len(preds) - i) for i, p in enumerate(preds)}  # the rank reversed
+    for counts in (ranked, scaled, reversed_, ranked):
+        fresh = compile_rule_set(rules, aliases, tabled_forms=True)
+        options = {"distinct": True, "chains": True}
+        assert program_text(kept, counts, **options) == program_text(fresh, counts, **options)
+    assert kept.clause_orders  # kept, and asked again
+    assert program_text(kept, reversed_) != program_text(kept, ranked)
