@@ -118,7 +118,7 @@ def _is(kind: str, name: str, /, **_: object) -> bool:
 # A worker holds graphs, analyses and compiled programs of many models at once (module
 # fixtures, the matcher's kept programs), and outside ``paused_gc`` each young collection
 # walked what the last stage left: measured 69 s of the suite's 610 s of CPU in 15,000
-# collections; 4% less CPU over tests/suggest/test_suggest.py and match/test_fast_paths.py
+# collections; 3% less CPU over tests/suggest/test_suggest.py and match/test_fast_paths.py
 # with this. Only how often the collector runs: a test that needs a collection makes it.
 GC_YOUNG_THRESHOLD = 50_000
 

@@ -895,6 +895,11 @@ def fact_schema(prog: Program) -> str:
     return "\n".join(lines) + "\n"
 
 
+# At most this many clause orders kept per program (``_order_clause``): a clause has
+# as many as the rankings of its counts met, and a long-lived process meets many graphs.
+MAX_CLAUSE_ORDERS = 50_000
+
+
 def _order_clause(
     lits: list[Literal], counts: Mapping[str, int] | None, orders: dict | None = None
 ) -> list[Literal]:
@@ -910,6 +915,8 @@ def _order_clause(
     key = (tuple(lits), tuple(rank[c] for c in costs))
     got = orders.get(key)
     if got is None:
+        if len(orders) >= MAX_CLAUSE_ORDERS:  # a process matching graph after graph
+            orders.clear()
         got = orders[key] = _ordered_clause(lits, counts)
     return got
 

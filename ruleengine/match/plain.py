@@ -22,9 +22,10 @@ from ruleengine.rules.model import Rule, RuleSet
 # (``rewrite.bodies``: one match per body, 50 in silero-vad.onnx) share one compilation,
 # and ``suggest`` matches the same few rule sets many times (the given rules on the model
 # and on its spelled-out copy, the given rules with the same drafts). A program is
-# graph-independent and only its compilation writes it. Kept by recency within
-# KEPT_CLAUSES clauses in all (a program's memory grows with its clauses: the bundled
-# library's 11,163 take ~58 MB), the most recent always.
+# graph-independent: its compilation writes it, and ``program_text`` adds only what any
+# graph would get again (clause orders by rank of counts, within a bound). Kept by
+# recency within KEPT_CLAUSES clauses in all (a program's memory grows with its clauses:
+# the bundled library's 11,163 take ~58 MB), the most recent always.
 KEPT_CLAUSES = 25_000
 _KEPT: list[tuple[tuple[Rule, ...], Mapping[str, OpAlias], Program]] = []
 

@@ -124,3 +124,21 @@ def test_clause_orders_kept_in_a_program_write_what_a_fresh_one_writes(bundled) 
         assert program_text(kept, counts, **options) == program_text(fresh, counts, **options)
     assert kept.clause_orders  # kept, and asked again
     assert program_text(kept, reversed_) != program_text(kept, ranked)
+
+
+def test_clause_orders_stay_within_their_bound(monkeypatch: pytest.MonkeyPatch, bundled) -> None:
+    """Past ``MAX_CLAUSE_ORDERS`` the kept orders start again: the same text, bounded."""
+    from ruleengine.match import compile as compile_mod
+
+    rules = tuple(r for r in bundled.rules if r.enabled)[:24]
+    aliases = default_aliases()
+    monkeypatch.setattr(compile_mod, "MAX_CLAUSE_ORDERS", 5)
+    kept = compile_rule_set(rules, aliases, tabled_forms=True)
+    preds = sorted(
+        {p for clauses in kept.rule_clauses.values() for _, ls in clauses for p, _ in ls}
+    )
+    for shift in range(3):
+        counts = {p: (i * 7 + shift * 13) % 29 for i, p in enumerate(preds)}
+        fresh = compile_rule_set(rules, aliases, tabled_forms=True)
+        assert program_text(kept, counts) == program_text(fresh, counts)
+        assert 0 < len(kept.clause_orders) <= 5
