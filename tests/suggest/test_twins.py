@@ -174,6 +174,23 @@ def test_the_ceiling_under_twins_is_proven(tmp_path):
     assert same is top and same.captured == _stable_by_brute_force(graph, triples)
 
 
+def test_the_ceiling_under_twins_stops_at_its_budget_with_a_bound(tmp_path, monkeypatch):
+    """Its solves share one budget of deterministic time (``CEILING_SECONDS``): once it
+    is spent the rounds stop and what is reported is a bound (status BOUND, never the
+    proven 48 of the test above), whatever the solve cache holds."""
+    from ruleengine.suggest import twins
+
+    graph = _chain(tmp_path)
+    pool = _pool()
+    empty = best_partition(graph, [], value=lambda k: k.net_bytes)
+    rows: list = []
+    selectable = selectable_partition(graph, pool, [], empty, 0, True, rows=rows)
+    monkeypatch.setattr(twins, "CEILING_SECONDS", 0.0)
+    got = twins.twin_ceiling(graph, pool, [], rows[0], True, conditions=rows[1], start=selectable)
+    assert got.status == "BOUND" and not got.exact
+    assert not got.kernels or got.captured >= 48
+
+
 def _two_chains(tmp_path, rows_a: int, rows_b: int):
     text = (
         '<ir_version: 8, opset_import: ["" : 17]>\n'
