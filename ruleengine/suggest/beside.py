@@ -58,15 +58,24 @@ class Later(Generic[T]):
     """A value read when first needed, then kept: computed by ``beside`` in a forked
     child, given (``ready``) or derived from others (``Later(thunk)``)."""
 
-    def __init__(self, thunk: Callable[[], T]) -> None:
+    def __init__(self, thunk: Callable[[], T], here: Callable[[], T] | None = None) -> None:
         self._thunk: Callable[[], T] | None = thunk
         self._value: T | None = None
+        self._here = here  # the same value computed in this process (``put_off``)
 
     @classmethod
     def ready(cls, value: T) -> Later[T]:
         later = cls(lambda: value)
         later.get()
         return later
+
+    def put_off(self) -> None:
+        """No longer wanted soon: a child computing it is let go (killed once nothing
+        holds it) and, where the value is read after all, it is computed in this
+        process then (the same value: ``beside``)."""
+        if self._thunk is not None and self._here is not None:
+            self._thunk, self._here = self._here, None
+            _OUTSTANDING.pop(id(self), None)
 
     def get(self) -> T:
         """The value (computed, or read from its child, on the first call)."""
@@ -109,7 +118,7 @@ def beside(fn: Callable[..., Any], *args: Any, then: Callable[[Any], T] = lambda
         _join_solves(*solves)
         return then(value)
 
-    later = Later(read)
+    later = Later(read, lambda: then(fn(*args)))
     _OUTSTANDING[id(later)] = later
     return later
 

@@ -187,6 +187,8 @@ def _searched(
         note(f"{name}: the pool hit its budget under {WIDER_BELOW:.0%}: a wider pool")
         if memo is not None:
             memo.setdefault(WIDER_USED, set()).add(name)
+        if search.twin_ceiling is not None:  # the wider search's ceiling is reported
+            search.twin_ceiling.put_off()
         search = search_with(max_sets=WIDER_POOL_SETS)
     return search
 

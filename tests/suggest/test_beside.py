@@ -53,6 +53,30 @@ def test_settle_reads_every_value_still_outstanding(forking):
         assert b.get() == frozenset({1, 2}) and a.get()[1] == b.get()
 
 
+def _slow_in_a_child(parent: int) -> tuple[int, frozenset[int]]:
+    """``_solved_in``, ten minutes late in any process but ``parent``."""
+    import time
+
+    if os.getpid() != parent:
+        time.sleep(600)
+    return _solved_in(1)
+
+
+def test_a_value_put_off_is_computed_here_when_read_and_its_child_let_go(forking):
+    """The wider pool's search replaces the first one's: the first one's ceiling under
+    twins, computed beside, is put off; nothing waits for it (``settle``), its child is
+    killed, and where it is read after all the parent computes the same value."""
+    with cached_solves():
+        before = set(procs._LIVE)
+        later = beside(_slow_in_a_child, os.getpid(), then=lambda v: v)
+        (child,) = set(procs._LIVE) - before
+        later.put_off()
+        assert not beside_module._OUTSTANDING
+        settle()  # at once: nothing outstanding
+        assert child not in procs._LIVE  # killed and reaped
+        assert later.get() == (os.getpid(), frozenset({1, 2}))  # computed here
+
+
 def test_without_a_fork_the_call_runs_at_once(monkeypatch):
     monkeypatch.setattr(procs, "forkable", lambda _jobs: False)
     later = beside(_solved_in, 0, then=lambda v: v[1])
