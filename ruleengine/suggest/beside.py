@@ -81,7 +81,7 @@ class Later(Generic[T]):
         """The value (computed, or read from its child, on the first call)."""
         thunk = self._thunk
         if thunk is not None:
-            self._thunk = None
+            self._thunk = self._here = None  # (neither holds its arguments any longer)
             self._value = thunk()
         return self._value  # type: ignore[return-value]
 
